@@ -1,0 +1,51 @@
+# serverless-scheduler — every command a developer or CI needs.
+# `make test` bootstraps .venv itself, so a fresh clone needs nothing installed by hand.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEPS_LAYER := layers/deps/python/.built
+PYTEST_ARGS ?=
+
+.PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean
+
+install: $(STAMP) $(DEPS_LAYER)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Third-party packages for Lambda, built for the Lambda platform without Docker.
+$(DEPS_LAYER): layers/deps/requirements.txt | $(STAMP)
+	$(PY) -m infra.build_deps_layer
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+unit: install
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+
+integration: install
+	$(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
+
+infra-test: install
+	$(VENV)/bin/pytest tests/infra $(PYTEST_ARGS)
+
+# Synthesize offline (no Docker, no credentials, no network) and print the template path.
+synth: install
+	$(PY) -m infra.synth
+
+# Deploy to the AWS account of your current credentials.
+deploy: install
+	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never
+
+clean:
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache layers/deps/python

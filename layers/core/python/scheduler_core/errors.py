@@ -1,0 +1,49 @@
+"""Errors the services raise; the API turns each into its status code and error body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SchedulerError(Exception):
+    message: str
+    details: list[dict[str, str]] = field(default_factory=list)
+    code: str = "ERROR"
+    status: int = 400
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def field_error(field_name: str, message: str) -> dict[str, str]:
+    return {"field": field_name, "message": message}
+
+
+class InvalidRequest(SchedulerError):
+    """The request is malformed (400)."""
+
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message, details or [], "VALIDATION_ERROR", 400)
+
+
+class NotFound(SchedulerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, [], "NOT_FOUND", 404)
+
+
+class Conflict(SchedulerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, [], "CONFLICT", 409)
+
+
+class PayloadTooLarge(SchedulerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, [], "PAYLOAD_TOO_LARGE", 413)
+
+
+class Unprocessable(SchedulerError):
+    """Well-formed but impossible to honour, e.g. a schedule that never fires (422)."""
+
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message, details or [], "UNPROCESSABLE", 422)

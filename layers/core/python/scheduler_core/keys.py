@@ -1,0 +1,68 @@
+"""Item keys of the jobs table and the due index (DESIGN §2). Pure.
+
+due_pk = "{yyyymmddHHMM}#{shard}" buckets everything due by minute and spreads one
+minute's burst over `shard_count` index partitions; due_sk = fire time in epoch ms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+JOB_SK = "JOB"
+WATERMARK_SK = "WATERMARK"
+_MINUTE_MS = 60_000
+
+
+def job_pk(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def run_sk(scheduled_for_ms: int) -> str:
+    return f"RUN#{scheduled_for_ms:013d}"
+
+
+def run_id(job_id: str, scheduled_for_ms: int) -> str:
+    return f"{job_id}:{scheduled_for_ms}"
+
+
+def parse_run_id(value: str) -> tuple[str, int]:
+    """`{job_id}:{ms}` → (job_id, ms); ValueError if it is not a run id."""
+    job_id, sep, ms = value.rpartition(":")
+    if not sep or not job_id or not ms.isdigit():
+        raise ValueError(f"'{value}' is not a run id")
+    return job_id, int(ms)
+
+
+def shard_pk(shard: int) -> str:
+    return f"SHARD#{shard}"
+
+
+def shard_for(job_id: str, shard_count: int) -> int:
+    """Stable across processes and Python versions (unlike `hash()`)."""
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shard_count
+
+
+def bucket_of(fire_at_ms: int) -> int:
+    """The minute bucket (epoch ms of the minute's start) that holds `fire_at_ms`."""
+    return fire_at_ms - fire_at_ms % _MINUTE_MS
+
+
+def bucket_label(bucket_ms: int) -> str:
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=bucket_ms)).strftime("%Y%m%d%H%M")
+
+
+def due_pk(fire_at_ms: int, shard: int) -> str:
+    return f"{bucket_label(bucket_of(fire_at_ms))}#{shard}"
+
+
+def buckets_between(first_ms: int, last_ms: int) -> list[int]:
+    """Every minute bucket from the one holding `first_ms` to the one holding `last_ms`."""
+    start, end = bucket_of(first_ms), bucket_of(last_ms)
+    return list(range(start, end + 1, _MINUTE_MS))
+
+
+def bucket_end(bucket_ms: int) -> int:
+    """The last millisecond inside the bucket."""
+    return bucket_ms + _MINUTE_MS - 1

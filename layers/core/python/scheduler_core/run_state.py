@@ -1,0 +1,27 @@
+"""The run state machine. Pure: the store turns `sources_of(target)` into the condition of
+its conditional write, so an illegal transition is refused by DynamoDB itself."""
+
+from __future__ import annotations
+
+from scheduler_core.model import RunStatus
+
+_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}),
+    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING}),
+    RunStatus.RETRYING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    RunStatus.FAILED: frozenset({RunStatus.RETRYING}),  # a manual re-drive
+    RunStatus.SUCCEEDED: frozenset(),  # a succeeded run never runs again
+    RunStatus.SKIPPED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+TERMINAL = frozenset(status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED)
+
+
+def can_transition(source: RunStatus, target: RunStatus) -> bool:
+    return target in _TRANSITIONS[source]
+
+
+def sources_of(target: RunStatus) -> frozenset[RunStatus]:
+    """Every status a run may be in to move to `target`."""
+    return frozenset(source for source, nexts in _TRANSITIONS.items() if target in nexts)

@@ -1,0 +1,61 @@
+"""Settings of every function, read once from environment variables into one typed model.
+
+The CDK stack sets these variables on each Lambda function; tests build `Settings`
+directly. Each function uses the subset it needs; the rest may stay empty.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler_core.model import Priority
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    jobs_table_name: str = Field("", alias="JOBS_TABLE_NAME")
+    idempotency_table_name: str = Field("", alias="IDEMPOTENCY_TABLE_NAME")
+    queue_url_high: str = Field("", alias="QUEUE_URL_HIGH")
+    queue_url_normal: str = Field("", alias="QUEUE_URL_NORMAL")
+    queue_url_low: str = Field("", alias="QUEUE_URL_LOW")
+    dlq_url: str = Field("", alias="DLQ_URL")
+    shard_count: int = Field(4, alias="SHARD_COUNT", ge=1, le=1000)
+    # How far ahead of now the poller (and the create path) claims runs. Must cover the
+    # longest gap between two polls (EventBridge fires somewhere inside each minute).
+    lookahead_seconds: int = Field(120, alias="LOOKAHEAD_SECONDS", ge=60, le=840)
+    # How far behind now the poller re-reads the due index: GSI reads are eventually
+    # consistent, so a bucket is only left behind once this grace has passed.
+    poll_grace_seconds: int = Field(120, alias="POLL_GRACE_SECONDS", ge=0, le=3600)
+    # Where a shard with no watermark yet starts reading (first poll after deploy).
+    first_poll_lookback_seconds: int = Field(900, alias="FIRST_POLL_LOOKBACK_SECONDS", ge=0)
+    # Upper bound of buckets read by one poll, so a long outage is drained over several polls.
+    max_buckets_per_poll: int = Field(240, alias="MAX_BUCKETS_PER_POLL", ge=1)
+    # The run lease: how long a started run belongs to its worker. Matches the queues'
+    # visibility timeout, set by the stack.
+    run_lease_seconds: int = Field(180, alias="RUN_LEASE_SECONDS", ge=1)
+    run_retention_days: int = Field(30, alias="RUN_RETENTION_DAYS", ge=1)
+    max_request_bytes: int = Field(256 * 1024, alias="MAX_REQUEST_BYTES", ge=1)
+
+    def queue_url(self, priority: Priority) -> str:
+        return {
+            Priority.HIGH: self.queue_url_high,
+            Priority.NORMAL: self.queue_url_normal,
+            Priority.LOW: self.queue_url_low,
+        }[priority]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        names = {field.alias for field in cls.model_fields.values() if field.alias}
+        return cls.model_validate({k: v for k, v in env.items() if k in names})
+
+
+@lru_cache(maxsize=1)
+def settings_from_env() -> Settings:
+    """The process's settings, parsed once on first use (never at import time)."""
+    return Settings.from_env()
