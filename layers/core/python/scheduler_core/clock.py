@@ -13,8 +13,8 @@ class Clock(Protocol):
         """The current time, timezone-aware UTC."""
         ...
 
-    def sleep(self, seconds: float) -> None:
-        """Wait `seconds` of this clock's time."""
+    def sleep_until(self, when: datetime) -> None:
+        """Return once this clock reads `when` or later (at once if it already does)."""
         ...
 
 
@@ -24,13 +24,14 @@ class SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
 
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
+    def sleep_until(self, when: datetime) -> None:
+        remaining = (when - self.now()).total_seconds()
+        if remaining > 0:
+            time.sleep(remaining)
 
 
 class ManualClock:
-    """A clock that only moves when told to; `sleep` advances it instantly."""
+    """A clock that only moves when told to; `sleep_until` jumps to the time instantly."""
 
     def __init__(self, start: datetime) -> None:
         if start.tzinfo is None:
@@ -40,9 +41,9 @@ class ManualClock:
     def now(self) -> datetime:
         return self._now
 
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self.advance(seconds)
+    def sleep_until(self, when: datetime) -> None:
+        if when > self._now:
+            self._now = when.astimezone(UTC)
 
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)

@@ -7,11 +7,13 @@ minute's burst over `shard_count` index partitions; due_sk = fire time in epoch 
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime, timedelta
 
 JOB_SK = "JOB"
 WATERMARK_SK = "WATERMARK"
 _MINUTE_MS = 60_000
+_CANONICAL_MS = re.compile(r"0|[1-9][0-9]*")
 
 
 def job_pk(job_id: str) -> str:
@@ -27,9 +29,9 @@ def run_id(job_id: str, scheduled_for_ms: int) -> str:
 
 
 def parse_run_id(value: str) -> tuple[str, int]:
-    """`{job_id}:{ms}` → (job_id, ms); ValueError if it is not a run id."""
+    """`{job_id}:{ms}` → (job_id, ms); ValueError if it is not a run id as `run_id` writes it."""
     job_id, sep, ms = value.rpartition(":")
-    if not sep or not job_id or not ms.isdigit():
+    if not sep or not job_id or not _CANONICAL_MS.fullmatch(ms):
         raise ValueError(f"'{value}' is not a run id")
     return job_id, int(ms)
 

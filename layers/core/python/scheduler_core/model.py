@@ -63,6 +63,13 @@ class ScheduleSpec(_Strict):
     cron: str | None = Field(None, description="5-field cron expression, evaluated in UTC.", examples=["*/5 * * * *"])
     rate: str | None = Field(None, description="Fixed interval: '<n> minute(s)|hour(s)|day(s)'.", examples=["5 minutes"])
 
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at_is_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str | datetime):
+            raise ValueError("must be an ISO-8601 date-time string, e.g. 2026-12-01T09:00:00Z")
+        return value
+
     @field_validator("at")
     @classmethod
     def _at_is_utc(cls, value: datetime | None) -> datetime | None:

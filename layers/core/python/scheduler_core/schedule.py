@@ -15,8 +15,12 @@ from croniter import CroniterBadDateError, croniter
 if TYPE_CHECKING:
     from scheduler_core.model import ScheduleSpec
 
-_RATE = re.compile(r"^\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*$")
+_RATE = re.compile(r"^\s*([0-9]+)\s+(minute|minutes|hour|hours|day|days)\s*$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+MAX_RATE = timedelta(days=366)
+# croniter's own extensions that are not cron: R (random) re-rolls on every evaluation, so
+# a daily job would fire at a different time each time it is computed; H (hash) likewise.
+_NON_STANDARD = re.compile(r"\b[RH]\b")
 
 
 class NeverFires(ValueError):
@@ -30,19 +34,24 @@ def validate_cron(expression: str) -> None:
         raise ValueError(
             f"cron must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
         )
+    if _NON_STANDARD.search(expression):
+        raise ValueError("cron fields 'R' and 'H' are not supported; give explicit values")
     if not croniter.is_valid(expression):
         raise ValueError(f"'{expression}' is not a valid cron expression")
 
 
 def parse_rate(expression: str) -> timedelta:
-    """`"5 minutes"` → 5 minutes. Units: minute(s), hour(s), day(s); the value is ≥ 1."""
+    """`"5 minutes"` → 5 minutes. Units: minute(s), hour(s), day(s); from 1 minute to 366 days."""
     match = _RATE.match(expression)
     if not match:
         raise ValueError("rate must look like '<n> minutes', '<n> hours' or '<n> days'")
     value, unit = int(match.group(1)), match.group(2).rstrip("s")
     if value < 1:
         raise ValueError("rate must be at least 1")
-    return timedelta(seconds=value * _UNIT_SECONDS[unit])
+    seconds = value * _UNIT_SECONDS[unit]
+    if seconds > MAX_RATE.total_seconds():
+        raise ValueError("rate must be at most 366 days")
+    return timedelta(seconds=seconds)
 
 
 def next_cron_after(expression: str, after: datetime) -> datetime:

@@ -16,7 +16,8 @@ from scheduler_core.model import Priority
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Built from the environment (aliases) or by field name in tests; a misspelt name fails.
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 
     jobs_table_name: str = Field("", alias="JOBS_TABLE_NAME")
     idempotency_table_name: str = Field("", alias="IDEMPOTENCY_TABLE_NAME")

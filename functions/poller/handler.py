@@ -1,0 +1,37 @@
+"""The poller: one invocation per shard per minute (EventBridge input `{"shard": n}`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler_core.composition import default_dispatcher
+from scheduler_core.dispatch import Dispatcher
+from scheduler_core.observability import logger, metrics, tracer
+
+
+class PollEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    shard: int = Field(ge=0)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext, dispatcher: Dispatcher | None = None) -> dict[str, Any]:
+    shard = PollEvent.model_validate(event).shard
+    report = (dispatcher or default_dispatcher()).poll_shard(shard)
+    metrics.add_metric(name="RunsClaimed", unit="Count", value=len(report.claimed))
+    summary = {
+        "shard": shard,
+        "buckets_read": report.buckets_read,
+        "claimed": len(report.claimed),
+        "lost_races": report.lost_races,
+        "contended": report.contended,
+        "unsent": len(report.unsent),
+        "watermark_ms": report.watermark_ms,
+    }
+    logger.info("poll finished", extra=summary)
+    return summary

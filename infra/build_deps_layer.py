@@ -1,0 +1,57 @@
+"""Build the deps layer: install layers/deps/requirements.txt for the Lambda platform, without Docker.
+
+Run as `python -m infra.build_deps_layer` (`make install` does). pip picks the manylinux
+wheels of the Lambda runtime's CPython version, so nothing is compiled here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from infra.config import DEPS_LAYER_BUILT, DEPS_REQUIREMENTS, LAMBDA_PYTHON_VERSION
+
+
+def pip_command(target: str) -> list[str]:
+    """The pip invocation that installs the requirements for Lambda's x86_64 CPython."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--implementation",
+        "cp",
+        "--python-version",
+        LAMBDA_PYTHON_VERSION,
+        "--only-binary=:all:",
+        # Bytecode compiled here would be for this interpreter, not the Lambda runtime's.
+        "--no-compile",
+        "--target",
+        target,
+        "-r",
+        str(DEPS_REQUIREMENTS),
+    ]
+
+
+def build_deps_layer() -> None:
+    """Install into layers/deps/python and touch its `.built` stamp."""
+    target = DEPS_LAYER_BUILT.parent
+    # pip --target never removes a package that requirements.txt no longer names.
+    shutil.rmtree(target, ignore_errors=True)
+    result = subprocess.run(pip_command(str(target)), check=False)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"pip could not install {DEPS_REQUIREMENTS} as wheels for CPython {LAMBDA_PYTHON_VERSION} "
+            "on manylinux2014_x86_64. If a package has no wheel for that version yet, set "
+            "LAMBDA_PYTHON_VERSION in infra/config.py to the previous Lambda runtime."
+        )
+    DEPS_LAYER_BUILT.touch()
+    print(f"deps layer built for python{LAMBDA_PYTHON_VERSION} in {target}")
+
+
+if __name__ == "__main__":
+    build_deps_layer()

@@ -1,0 +1,144 @@
+"""The stack's settings, read once from CDK context into one typed object.
+
+Every default lives in cdk.json's "context"; `cdk -c key=value` (or `build_app(context=...)`)
+overrides it. This module imports no CDK code so the deps-layer build can use it cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from constructs import Node
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CDK_JSON = REPO_ROOT / "cdk.json"
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+CORE_LAYER_DIR = REPO_ROOT / "layers" / "core"
+DEPS_LAYER_DIR = REPO_ROOT / "layers" / "deps"
+DEPS_REQUIREMENTS = DEPS_LAYER_DIR / "requirements.txt"
+DEPS_LAYER_BUILT = DEPS_LAYER_DIR / "python" / ".built"
+
+# The one place the Lambda Python version is named: the functions' runtime and the deps
+# layer's wheels (pydantic-core is compiled per CPython version) must agree on it.
+# The newest Python runtime aws-cdk-lib offers; its wheels were checked to install.
+LAMBDA_PYTHON_VERSION = "3.14"
+
+STACK_NAME = "ServerlessScheduler"
+PRIORITIES = ("HIGH", "NORMAL", "LOW")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfigError(ValueError):
+    """A context value is missing or out of range."""
+
+
+@dataclass(frozen=True)
+class QueueCapacity:
+    """How one priority's event source mapping pulls from its queue."""
+
+    batch_size: int
+    max_concurrency: int
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Every context setting of the stack. `None` target ARNs mean any in the account and region."""
+
+    shards: int
+    lookahead_seconds: int
+    worker_timeout_seconds: int
+    max_receive_count: int
+    run_retention_days: int
+    log_level: str
+    queue_capacity: Mapping[str, QueueCapacity]
+    target_queue_arns: tuple[str, ...] | None
+    target_topic_arns: tuple[str, ...] | None
+    target_event_bus_arns: tuple[str, ...] | None
+    target_function_arns: tuple[str, ...] | None
+
+    def __post_init__(self) -> None:
+        _check_range("shards", self.shards, 1, 1000)
+        # The same bounds the functions' Settings model enforces.
+        _check_range("lookahead_seconds", self.lookahead_seconds, 60, 840)
+        _check_range("worker_timeout_seconds", self.worker_timeout_seconds, 1, 900)
+        # Fewer receives would send a message to the DLQ after a couple of throttles.
+        _check_range("max_receive_count", self.max_receive_count, 5, 1000)
+        _check_range("run_retention_days", self.run_retention_days, 1, 3650)
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"context log_level must be one of {LOG_LEVELS}, got {self.log_level!r}")
+        if set(self.queue_capacity) != set(PRIORITIES):
+            raise ConfigError(f"context queue_capacity needs exactly the keys {PRIORITIES}")
+        for priority, capacity in self.queue_capacity.items():
+            # Without a batching window SQS event sources take at most 10 messages.
+            _check_range(f"queue_capacity.{priority}.batch_size", capacity.batch_size, 1, 10)
+            # Lambda's own bounds for an SQS event source's maximum concurrency.
+            _check_range(f"queue_capacity.{priority}.max_concurrency", capacity.max_concurrency, 2, 1000)
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        """The queues' visibility timeout, which is also the run lease.
+
+        AWS asks for six times the consuming function's timeout, so a message is not
+        redelivered while a slow batch (with retries of throttled invocations) still runs.
+        """
+        return 6 * self.worker_timeout_seconds
+
+    @classmethod
+    def from_context(cls, node: Node) -> SchedulerConfig:
+        """Read the settings from a construct's context (the App's, in practice)."""
+
+        def required(key: str) -> Any:
+            value = node.try_get_context(key)
+            if value is None:
+                raise ConfigError(f"context {key!r} is missing: its default belongs in cdk.json")
+            return value
+
+        capacity = _json_value(required("queue_capacity"))
+        return cls(
+            shards=int(required("shards")),
+            lookahead_seconds=int(required("lookahead_seconds")),
+            worker_timeout_seconds=int(required("worker_timeout_seconds")),
+            max_receive_count=int(required("max_receive_count")),
+            run_retention_days=int(required("run_retention_days")),
+            log_level=str(required("log_level")).upper(),
+            queue_capacity={
+                str(priority): QueueCapacity(
+                    batch_size=int(value["batch_size"]), max_concurrency=int(value["max_concurrency"])
+                )
+                for priority, value in capacity.items()
+            },
+            target_queue_arns=_arn_list(node.try_get_context("target_queue_arns")),
+            target_topic_arns=_arn_list(node.try_get_context("target_topic_arns")),
+            target_event_bus_arns=_arn_list(node.try_get_context("target_event_bus_arns")),
+            target_function_arns=_arn_list(node.try_get_context("target_function_arns")),
+        )
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The context defaults in cdk.json (the CDK CLI passes them itself; plain Python does not)."""
+    context: dict[str, Any] = json.loads(CDK_JSON.read_text())["context"]
+    return context
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"context {name} must be between {low} and {high}, got {value}")
+
+
+def _json_value(value: Any) -> Any:
+    # `cdk -c key=value` passes strings; lists and objects arrive as JSON text.
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _arn_list(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    arns = _json_value(value)
+    if not isinstance(arns, list) or not all(isinstance(arn, str) for arn in arns):
+        raise ConfigError(f"target ARNs must be a list of strings, got {value!r}")
+    return tuple(arns)

@@ -1,0 +1,88 @@
+"""One Lambda function of the scheduler, with its own role and log group."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import FUNCTIONS_DIR
+from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_runtime
+
+METRICS_NAMESPACE = "ServerlessScheduler"
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+class SchedulerFunction(Construct):
+    """A function built from functions/<name> (`handler.handler`), traced, with the shared layers.
+
+    Its role starts with nothing but writing to its own log group; each concern adds the
+    statements its function needs. No managed policy, no role shared between functions.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        description: str,
+        layers: Sequence[lambda_.ILayerVersion],
+        environment: Mapping[str, str],
+        log_level: str,
+        timeout: Duration,
+        memory_size: int = 512,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # An explicit log group sets retention without CDK's log-retention custom resource.
+        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"The {name} function of serverless-scheduler",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=lambda_runtime(),
+            architecture=lambda_.Architecture.X86_64,
+            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / name), exclude=PYTHON_ASSET_EXCLUDES),
+            handler="handler.handler",
+            layers=list(layers),
+            role=self.role,
+            log_group=self.log_group,
+            timeout=timeout,
+            memory_size=memory_size,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                **environment,
+                "POWERTOOLS_SERVICE_NAME": f"scheduler-{name}",
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_LOG_LEVEL": log_level,
+            },
+        )
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason=(
+                    "Active tracing needs xray:PutTraceSegments and xray:PutTelemetryRecords, "
+                    "which support no resource-level permissions: X-Ray only accepts Resource '*'."
+                ),
+            )
+        )
+
+    def allow(self, actions: Sequence[str], resources: Sequence[str]) -> None:
+        """Add one statement to this function's role."""
+        self.role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))

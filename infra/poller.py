@@ -1,0 +1,85 @@
+"""The poller: every minute, one invocation per shard reads the due index and claims runs."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from constructs import Construct
+
+from infra.config import SchedulerConfig
+from infra.function import SchedulerFunction
+from infra.job_store import DUE_INDEX, JobStore
+from infra.layers import SharedLayers
+from infra.queues import SchedulerQueues
+
+# EventBridge accepts at most five targets per rule.
+TARGETS_PER_RULE = 5
+
+
+class Poller(Construct):
+    """The poller function and ceil(shards / 5) `rate(1 minute)` rules, one target per shard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        layers: SharedLayers,
+        store: JobStore,
+        queues: SchedulerQueues,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = SchedulerFunction(
+            self,
+            "Poller",
+            name="poller",
+            description="Claims the due runs of one shard and enqueues them",
+            layers=layers.all,
+            log_level=config.log_level,
+            # A poll must end before the next minute's poll of the same shard starts.
+            timeout=Duration.seconds(60),
+            environment={
+                "JOBS_TABLE_NAME": store.jobs_table.table_name,
+                **queues.url_environment(),
+                "SHARD_COUNT": str(config.shards),
+                "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
+                "RUN_RETENTION_DAYS": str(config.run_retention_days),
+            },
+        )
+        # A claim is one TransactWriteItems (job update + run put, both conditional), which
+        # IAM authorizes as its item actions.
+        self.function.allow(
+            actions=[
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Query",
+                "dynamodb:ConditionCheckItem",
+            ],
+            resources=[store.jobs_table.table_arn, store.jobs_index_arn(DUE_INDEX)],
+        )
+        self.function.allow(
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn for queue in queues.priority_queues],
+        )
+
+        shards = list(range(config.shards))
+        self.rules: list[events.Rule] = []
+        for first in range(0, len(shards), TARGETS_PER_RULE):
+            batch = shards[first : first + TARGETS_PER_RULE]
+            rule = events.Rule(
+                self,
+                f"EveryMinuteShards{batch[0]}To{batch[-1]}",
+                description=f"Polls shards {batch[0]}-{batch[-1]} of the due index every minute",
+                schedule=events.Schedule.rate(Duration.minutes(1)),
+            )
+            for shard in batch:
+                rule.add_target(
+                    targets.LambdaFunction(
+                        self.function.function,
+                        event=events.RuleTargetInput.from_object({"shard": shard}),
+                    )
+                )
+            self.rules.append(rule)

@@ -1,0 +1,48 @@
+"""The one AWS client factory. Clients are built on first use (never at import time, so
+moto can start first and tests can inject a session) and shared by the process.
+
+Retries: botocore's standard mode in one place, for every client. `AWS_ENDPOINT_URL`
+(honoured by botocore itself) points everything at moto in the local cloud.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+RETRY_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5},
+    connect_timeout=3,
+    read_timeout=10,
+    max_pool_connections=32,
+)
+
+
+class AwsClients:
+    def __init__(self, session: boto3.session.Session | None = None, config: Config = RETRY_CONFIG) -> None:
+        self._session = session
+        self._config = config
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                session = self._session or boto3.session.Session()
+                self._clients[service] = session.client(service, config=self._config)  # type: ignore[call-overload]
+            return self._clients[service]
+
+    def dynamodb(self) -> DynamoDBClient:
+        client: DynamoDBClient = self.client("dynamodb")
+        return client
+
+    def sqs(self) -> SQSClient:
+        client: SQSClient = self.client("sqs")
+        return client

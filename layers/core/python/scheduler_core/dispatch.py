@@ -1,0 +1,156 @@
+"""Claiming due firings and handing them to the priority queues (DESIGN §3, "Poll").
+
+The same claim serves the poller and the create path: every firing of a job at or before
+the horizon (now + lookahead) is claimed, one conditional transaction each, so a job
+never waits in the due index for a firing the next poll could reach too late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler_core import keys
+from scheduler_core.clock import Clock, to_ms
+from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger
+from scheduler_core.observability import logger
+from scheduler_core.ports import JobStore, RunQueue, StoreContention
+from scheduler_core.schedule import NeverFires, next_fire_after
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    lookahead: timedelta
+    grace: timedelta
+    first_poll_lookback: timedelta
+    max_buckets: int
+
+
+@dataclass
+class ClaimResult:
+    runs: list[Run]
+    job: Job  # the job as the last successful claim left it
+
+
+@dataclass
+class PollReport:
+    shard: int
+    buckets_read: int = 0
+    claimed: list[Run] = field(default_factory=list)
+    lost_races: int = 0
+    contended: int = 0
+    unsent: list[Run] = field(default_factory=list)
+    watermark_ms: int | None = None
+
+
+def scheduled_run(job: Job, fire_at: datetime) -> Run:
+    fire_ms = to_ms(fire_at)
+    return Run(
+        run_id=keys.run_id(job.job_id, fire_ms),
+        job_id=job.job_id,
+        status=RunStatus.PENDING,
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=fire_at,
+        attempt=1,
+        priority=job.priority,
+    )
+
+
+def following_firing(job: Job, fire_at: datetime) -> datetime | None:
+    try:
+        return next_fire_after(job.schedule, job.created_at, fire_at)
+    except NeverFires:
+        return None
+
+
+class Dispatcher:
+    def __init__(self, store: JobStore, queue: RunQueue, clock: Clock, policy: PollPolicy) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._policy = policy
+
+    def horizon(self, now: datetime) -> datetime:
+        return now + self._policy.lookahead
+
+    def claim_firings(self, job: Job, now: datetime) -> ClaimResult:
+        """Claim every firing of `job` up to the horizon. Stops at the first lost race
+        (someone else changed the job: they own what follows)."""
+        horizon = self.horizon(now)
+        runs: list[Run] = []
+        while job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon:
+            run = scheduled_run(job, job.next_fire_at)
+            following = following_firing(job, job.next_fire_at)
+            if not self._store.claim_if_unchanged(job, run, following, now):
+                break
+            runs.append(run)
+            job = job.model_copy(update={"version": job.version + 1, "next_fire_at": following})
+        return ClaimResult(runs, job)
+
+    def dispatch(self, job: Job, now: datetime) -> ClaimResult:
+        """Claim and enqueue a job's firings within the horizon (the create path)."""
+        try:
+            result = self.claim_firings(job, now)
+        except StoreContention:
+            logger.warning("claim at create deferred to the poller", extra={"job_id": job.job_id})
+            return ClaimResult([], job)
+        self._enqueue(result.runs, now)
+        return result
+
+    def _enqueue(self, runs: list[Run], now: datetime) -> list[Run]:
+        if not runs:
+            return []
+        unsent = self._queue.send_runs(runs, now)
+        for run in unsent:
+            logger.error("claimed run not enqueued", extra={"run_id": run.run_id, "job_id": run.job_id})
+        return unsent
+
+    def poll_shard(self, shard: int) -> PollReport:
+        """Claim and enqueue everything due in one shard, from its watermark to the horizon;
+        then advance the watermark past the buckets that are fully drained."""
+        now = self._clock.now()
+        until_ms = to_ms(self.horizon(now))
+        report = PollReport(shard)
+        watermark = self._store.get_watermark(shard)
+        start_ms = watermark if watermark is not None else to_ms(now - self._policy.first_poll_lookback)
+        buckets = keys.buckets_between(start_ms, until_ms)
+        truncated = len(buckets) > self._policy.max_buckets
+        buckets = buckets[: self._policy.max_buckets]
+        first_undrained: int | None = None
+        for bucket in buckets:
+            complete = self._drain_bucket(shard, bucket, until_ms, now, report)
+            # The last bucket reaches past the horizon: what lies beyond is not due yet.
+            drained = complete and keys.bucket_end(bucket) <= until_ms
+            report.buckets_read += 1
+            if not drained and first_undrained is None:
+                first_undrained = bucket
+        if first_undrained is None:
+            first_undrained = buckets[-1] + 60_000 if truncated else keys.bucket_of(until_ms)
+        # GSI reads lag: keep re-reading the last `grace` of buckets before leaving them.
+        report.watermark_ms = min(first_undrained, keys.bucket_of(to_ms(now - self._policy.grace)))
+        if watermark is None or report.watermark_ms > watermark:
+            self._store.advance_watermark(shard, report.watermark_ms)
+        return report
+
+    def _drain_bucket(self, shard: int, bucket: int, until_ms: int, now: datetime, report: PollReport) -> bool:
+        """Claim every job of one bucket; True if nothing was left behind."""
+        try:
+            due = self._store.jobs_due(shard, bucket, until_ms)
+        except StoreContention:
+            report.contended += 1
+            return False
+        drained = True
+        runs: list[Run] = []
+        for job in due:
+            try:
+                result = self.claim_firings(job, now)
+            except StoreContention:
+                report.contended += 1
+                drained = False
+                continue
+            if not result.runs:
+                report.lost_races += 1
+            runs += result.runs
+        report.claimed += runs
+        report.unsent += self._enqueue(runs, now)
+        return drained

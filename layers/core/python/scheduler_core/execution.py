@@ -1,0 +1,98 @@
+"""Executing a run from its queue message (DESIGN §3, "Work"): start it with a
+conditional write, call the target, record the outcome.
+
+A message is a pointer; the run item decides. A duplicate or stale message finds the run
+already started (or finished) and is dropped; a message for a cancelled job cancels its
+run instead of delivering it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+
+from scheduler_core.clock import Clock, from_ms
+from scheduler_core.model import JobStatus, RunMessage, RunStatus
+from scheduler_core.observability import logger, metrics
+from scheduler_core.ports import JobStore, TargetInvoker
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DUPLICATE = "DUPLICATE"  # the run was not waiting for this attempt: acknowledged, dropped
+    CANCELLED = "CANCELLED"
+    JOB_GONE = "JOB_GONE"
+    LEASE_LOST = "LEASE_LOST"  # another attempt owns the run now; our result is discarded
+
+
+class RunNotDueYet(Exception):
+    """The message arrived far earlier than its run's time; let the queue bring it back."""
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        store: JobStore,
+        targets: TargetInvoker,
+        clock: Clock,
+        lease: timedelta,
+        max_early: timedelta = timedelta(seconds=10),
+    ) -> None:
+        self._store = store
+        self._targets = targets
+        self._clock = clock
+        self._lease = lease
+        self._max_early = max_early
+
+    def execute(self, message: RunMessage) -> Outcome:
+        context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
+        job = self._store.get_job(message.job_id)
+        if job is None:
+            logger.warning("message for a job that does not exist", extra=context)
+            return Outcome.JOB_GONE
+        if job.status is JobStatus.CANCELLED:
+            self._store.cancel_run_if_not_started(
+                message.job_id, message.scheduled_for_ms, message.attempt, self._clock.now()
+            )
+            logger.info("run cancelled with its job", extra=context)
+            return Outcome.CANCELLED
+
+        # SQS delays in whole seconds; the rest of the wait happens here.
+        scheduled_for = from_ms(message.scheduled_for_ms)
+        early = scheduled_for - self._clock.now()
+        if early > self._max_early:
+            raise RunNotDueYet(f"run {message.run_id} is due in {early.total_seconds():.1f}s")
+        self._clock.sleep_until(scheduled_for)
+
+        now = self._clock.now()
+        run = self._store.start_run_if_waiting(
+            message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
+        )
+        if run is None:
+            logger.info("duplicate or stale message dropped", extra=context)
+            return Outcome.DUPLICATE
+        metrics.add_metric(name="FireLateness", unit="Milliseconds", value=run.lateness_ms or 0)
+
+        delivery = self._targets.deliver(job, run)
+        finished = self._clock.now()
+        status = RunStatus.SUCCEEDED if delivery.ok else RunStatus.FAILED
+        if not self._store.finish_run_if_running(
+            message.job_id,
+            message.scheduled_for_ms,
+            message.attempt,
+            status,
+            finished,
+            delivery.error,
+            delivery.status_code,
+        ):
+            logger.warning("run taken over by another attempt; result discarded", extra=context)
+            return Outcome.LEASE_LOST
+        if delivery.ok and not job.schedule.recurring:
+            self._store.complete_job_if_done(job.job_id, finished)
+        logger.info(
+            "run finished",
+            extra=context | {"status": str(status), "lateness_ms": run.lateness_ms, "error": delivery.error},
+        )
+        metrics.add_metric(name="RunsSucceeded" if delivery.ok else "RunsFailed", unit="Count", value=1)
+        return Outcome.SUCCEEDED if delivery.ok else Outcome.FAILED

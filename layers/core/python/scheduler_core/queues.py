@@ -1,0 +1,64 @@
+"""The priority queues on SQS. A message is a pointer to a run (`RunMessage`), delayed so
+it becomes visible at the run's whole second; the worker waits the sub-second rest."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from scheduler_core.aws import AwsClients
+from scheduler_core.clock import to_ms
+from scheduler_core.model import Priority, Run, RunMessage
+from scheduler_core.observability import logger
+
+MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
+BATCH_SIZE = 10  # SQS's ceiling for SendMessageBatch
+
+
+def delay_seconds(fire_at: datetime, now: datetime) -> int:
+    """Whole seconds until `fire_at`, floored and clamped to what SQS accepts (0..900)."""
+    return max(0, min(MAX_DELAY_SECONDS, math.floor((fire_at - now).total_seconds())))
+
+
+def run_message(run: Run) -> RunMessage:
+    return RunMessage(
+        job_id=run.job_id, run_id=run.run_id, scheduled_for_ms=to_ms(run.scheduled_for), attempt=run.attempt
+    )
+
+
+class SqsRunQueue:
+    """`RunQueue` on the three priority queues."""
+
+    def __init__(self, clients: AwsClients, queue_urls: dict[Priority, str]) -> None:
+        self._clients = clients
+        self._urls = queue_urls
+
+    def send_runs(self, runs: list[Run], now: datetime) -> list[Run]:
+        by_priority: dict[Priority, list[Run]] = defaultdict(list)
+        for run in runs:
+            by_priority[run.priority].append(run)
+        unsent: list[Run] = []
+        for priority, group in by_priority.items():
+            for start in range(0, len(group), BATCH_SIZE):
+                unsent += self._send_batch(self._urls[priority], group[start : start + BATCH_SIZE], now)
+        return unsent
+
+    def _send_batch(self, queue_url: str, batch: list[Run], now: datetime) -> list[Run]:
+        entries: list[Any] = [
+            {
+                "Id": str(position),
+                "MessageBody": run_message(run).model_dump_json(),
+                "DelaySeconds": delay_seconds(run.scheduled_for, now),
+            }
+            for position, run in enumerate(batch)
+        ]
+        reply = self._clients.sqs().send_message_batch(QueueUrl=queue_url, Entries=entries)
+        failed = reply.get("Failed", [])
+        for failure in failed:
+            logger.warning(
+                "run not enqueued",
+                extra={"run_id": batch[int(failure["Id"])].run_id, "code": failure.get("Code")},
+            )
+        return [batch[int(failure["Id"])] for failure in failed]

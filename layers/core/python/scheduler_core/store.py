@@ -1,0 +1,503 @@
+"""The jobs table on DynamoDB (DESIGN §2): jobs, runs and shard watermarks in one table.
+
+Every write that can race states its condition in its name (`claim_if_unchanged`,
+`start_run_if_waiting`, ...). A failed condition means someone else won: the method
+returns False/None and the caller moves on. Throttling and transaction conflicts raise
+`StoreContention` so callers can leave the work for the next attempt.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from scheduler_core import keys, run_state
+from scheduler_core.aws import AwsClients
+from scheduler_core.clock import from_ms, to_ms
+from scheduler_core.errors import InvalidRequest, field_error
+from scheduler_core.model import Job, JobStatus, Run, RunStatus
+from scheduler_core.ports import Page, StoreContention
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+DUE_INDEX = "due"
+TENANT_INDEX = "by_tenant"
+_CONTENTION_CODES = {
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "InternalServerError",
+}
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _serializer.serialize(value) for name, value in values.items() if value is not None}
+
+
+def _from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _deserializer.deserialize(value) for name, value in item.items()}
+
+
+def _values(**values: Any) -> dict[str, Any]:
+    """Expression attribute values: `_values(seen=3)` → `{":seen": {"N": "3"}}`."""
+    return {f":{name}": _serializer.serialize(value) for name, value in values.items()}
+
+
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _condition_failed(error: ClientError) -> bool:
+    return _error_code(error) == "ConditionalCheckFailedException"
+
+
+def _status_in(target: RunStatus) -> tuple[str, dict[str, Any]]:
+    """`#status IN (...)` of every status the run state machine lets move to `target`."""
+    sources = sorted(run_state.sources_of(target))
+    names = {f"src{i}": str(status) for i, status in enumerate(sources)}
+    return f"#status IN ({', '.join(':' + n for n in names)})", _values(**names)
+
+
+def encode_cursor(key: Mapping[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(
+            "cursor is not valid; pass the next_cursor of the previous page unchanged",
+            [field_error("cursor", "not a cursor this API returned")],
+        ) from exc
+    if not isinstance(key, dict):
+        raise InvalidRequest("cursor is not valid", [field_error("cursor", "not a cursor this API returned")])
+    return key
+
+
+class DynamoJobStore:
+    """`JobStore` on one DynamoDB table."""
+
+    def __init__(self, clients: AwsClients, table_name: str, shard_count: int, retention_days: int) -> None:
+        self._clients = clients
+        self._table = table_name
+        self._shards = shard_count
+        self._retention = timedelta(days=retention_days)
+
+    @property
+    def _ddb(self) -> DynamoDBClient:
+        return self._clients.dynamodb()
+
+    # --- jobs -----------------------------------------------------------------------
+
+    def _job_item(self, job: Job) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "pk": keys.job_pk(job.job_id),
+            "sk": keys.JOB_SK,
+            "job_id": job.job_id,
+            "tenant": job.tenant,
+            "created_key": f"{to_ms(job.created_at):013d}#{job.job_id}",
+            "name": job.name,
+            "status": str(job.status),
+            "priority": str(job.priority),
+            "version": job.version,
+            "created_at_ms": to_ms(job.created_at),
+            "updated_at_ms": to_ms(job.updated_at),
+            "spec": json.dumps(
+                job.model_dump(mode="json", include={"schedule", "target", "payload", "retry"}),
+                separators=(",", ":"),
+            ),
+        }
+        if job.next_fire_at is not None:
+            fire_ms = to_ms(job.next_fire_at)
+            values |= {
+                "next_fire_at_ms": fire_ms,
+                "due_pk": keys.due_pk(fire_ms, keys.shard_for(job.job_id, self._shards)),
+                "due_sk": fire_ms,
+            }
+        return _to_item(values)
+
+    @staticmethod
+    def _job_from_item(item: Mapping[str, Any]) -> Job:
+        raw = _from_item(item)
+        spec = json.loads(raw["spec"])
+        next_fire = raw.get("next_fire_at_ms")
+        return Job.model_validate(
+            {
+                **spec,
+                "job_id": raw["job_id"],
+                "tenant": raw["tenant"],
+                "name": raw["name"],
+                "status": raw["status"],
+                "priority": raw["priority"],
+                "version": int(raw["version"]),
+                "next_fire_at": from_ms(int(next_fire)) if next_fire is not None else None,
+                "created_at": from_ms(int(raw["created_at_ms"])),
+                "updated_at": from_ms(int(raw["updated_at_ms"])),
+            }
+        )
+
+    def put_job_if_absent(self, job: Job) -> None:
+        """Write a new job; job ids are fresh uuids, so a clash is a bug worth raising."""
+        self._ddb.put_item(
+            TableName=self._table,
+            Item=self._job_item(job),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def get_job(self, job_id: str) -> Job | None:
+        reply = self._ddb.get_item(
+            TableName=self._table,
+            Key=_to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}),
+            ConsistentRead=True,
+        )
+        item = reply.get("Item")
+        return self._job_from_item(item) if item else None
+
+    def list_jobs(self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None) -> Page:
+        """Newest first. With a status filter, pages are filled across DynamoDB pages."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": TENANT_INDEX,
+            "KeyConditionExpression": "tenant = :tenant",
+            "ExpressionAttributeValues": _values(tenant=tenant),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if status is not None:
+            query["FilterExpression"] = "#status = :status"
+            query["ExpressionAttributeNames"] = {"#status": "status"}
+            query["ExpressionAttributeValues"] |= _values(status=str(status))
+        start = decode_cursor(cursor) if cursor else None
+        if start is not None and start.get("tenant") != tenant:
+            raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
+        jobs: list[Job] = []
+        for item, resume_key in self._query_items(query, start):
+            jobs.append(self._job_from_item(item))
+            if len(jobs) == limit:
+                return Page(jobs, encode_cursor(resume_key) if resume_key else None)
+        return Page(jobs, None)
+
+    def _query_items(
+        self, query: dict[str, Any], start: dict[str, Any] | None
+    ) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Items of a query across pages, each with the key to resume after it (None when
+        it is the very last item)."""
+        key_names = ("pk", "sk", *self._index_keys(query.get("IndexName")))
+        exclusive = _to_item(start) if start else None
+        while True:
+            page = self._ddb.query(**query, **({"ExclusiveStartKey": exclusive} if exclusive else {}))
+            items = page.get("Items", [])
+            more = "LastEvaluatedKey" in page
+            for position, item in enumerate(items):
+                last = position == len(items) - 1 and not more
+                resume = None if last else {k: _deserializer.deserialize(item[k]) for k in key_names}
+                yield item, resume
+            if not more:
+                return
+            exclusive = page["LastEvaluatedKey"]
+
+    @staticmethod
+    def _index_keys(index: str | None) -> tuple[str, ...]:
+        return {DUE_INDEX: ("due_pk", "due_sk"), TENANT_INDEX: ("tenant", "created_key")}.get(index or "", ())
+
+    def jobs_due(self, shard: int, bucket_ms: int, until_ms: int) -> list[Job]:
+        """Jobs of one shard's minute bucket due at or before `until_ms` (GSI: eventually
+        consistent, so every claim re-checks the base item)."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DUE_INDEX,
+            "KeyConditionExpression": "due_pk = :bucket AND due_sk <= :until",
+            "ExpressionAttributeValues": _values(bucket=keys.due_pk(bucket_ms, shard), until=until_ms),
+        }
+        try:
+            return [
+                self._job_from_item(item)
+                for item, _ in self._query_items(query, None)
+                if item["sk"]["S"] == keys.JOB_SK
+            ]
+        except ClientError as error:
+            if _error_code(error) in _CONTENTION_CODES:
+                raise StoreContention(str(error)) from error
+            raise
+
+    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+        """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job to
+        its next firing (or out of the due index) if nobody changed it since we read it, and
+        create the run if it does not exist yet. False: another poller or an API call won."""
+        fire_ms = to_ms(run.scheduled_for)
+        update = "SET version = version + :one, updated_at_ms = :now"
+        values = _values(one=1, now=to_ms(now), seen=job.version, seen_fire=fire_ms, scheduled="SCHEDULED")
+        if next_fire_at is None:
+            update += " REMOVE due_pk, due_sk, next_fire_at_ms"
+        else:
+            next_ms = to_ms(next_fire_at)
+            update += ", due_pk = :next_pk, due_sk = :next_ms, next_fire_at_ms = :next_ms"
+            values |= _values(next_pk=keys.due_pk(next_ms, keys.shard_for(job.job_id, self._shards)), next_ms=next_ms)
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _to_item({"pk": keys.job_pk(job.job_id), "sk": keys.JOB_SK}),
+                            "UpdateExpression": update,
+                            "ConditionExpression": "version = :seen AND due_sk = :seen_fire AND #status = :scheduled",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": self._run_item(run, now),
+                            "ConditionExpression": "attribute_not_exists(sk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if _error_code(error) != "TransactionCanceledException":
+                if _error_code(error) in _CONTENTION_CODES:
+                    raise StoreContention(str(error)) from error
+                raise
+            reasons = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
+            if "ConditionalCheckFailed" in reasons:
+                return False
+            raise StoreContention(f"claim of {run.run_id} cancelled: {reasons}") from error
+        return True
+
+    def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
+        """SCHEDULED/PAUSED → CANCELLED and out of the due index. False if it was not active."""
+        return self._update_job_if(
+            job_id,
+            "SET #status = :cancelled, version = version + :one, updated_at_ms = :now"
+            " REMOVE due_pk, due_sk, next_fire_at_ms",
+            "#status IN (:scheduled, :paused)",
+            _values(cancelled="CANCELLED", one=1, now=to_ms(now), scheduled="SCHEDULED", paused="PAUSED"),
+        )
+
+    def complete_job_if_done(self, job_id: str, now: datetime) -> bool:
+        """A scheduled job with no firing left (a one-off that ran) becomes COMPLETED."""
+        return self._update_job_if(
+            job_id,
+            "SET #status = :completed, version = version + :one, updated_at_ms = :now",
+            "#status = :scheduled AND attribute_not_exists(due_pk)",
+            _values(completed="COMPLETED", one=1, now=to_ms(now), scheduled="SCHEDULED"),
+        )
+
+    def _update_job_if(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}),
+                UpdateExpression=update,
+                ConditionExpression=f"attribute_exists(pk) AND {condition}",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    # --- runs -----------------------------------------------------------------------
+
+    def _run_item(self, run: Run, now: datetime) -> dict[str, Any]:
+        scheduled_ms = to_ms(run.scheduled_for)
+        return _to_item(
+            {
+                "pk": keys.job_pk(run.job_id),
+                "sk": keys.run_sk(scheduled_ms),
+                "run_id": run.run_id,
+                "job_id": run.job_id,
+                "status": str(run.status),
+                "trigger": str(run.trigger),
+                "priority": str(run.priority),
+                "scheduled_for_ms": scheduled_ms,
+                "attempt": run.attempt,
+                "created_at_ms": to_ms(now),
+                "expires_at": self._expiry(run.scheduled_for),
+            }
+        )
+
+    def _expiry(self, when: datetime) -> int:
+        """TTL (epoch seconds) that keeps run history for the retention period."""
+        return int((when + self._retention).timestamp())
+
+    @staticmethod
+    def _run_from_item(item: Mapping[str, Any]) -> Run:
+        raw = _from_item(item)
+
+        def time_of(name: str) -> datetime | None:
+            return from_ms(int(raw[name])) if name in raw else None
+
+        return Run(
+            run_id=raw["run_id"],
+            job_id=raw["job_id"],
+            status=raw["status"],
+            trigger=raw["trigger"],
+            priority=raw["priority"],
+            scheduled_for=from_ms(int(raw["scheduled_for_ms"])),
+            attempt=int(raw["attempt"]),
+            started_at=time_of("started_at_ms"),
+            finished_at=time_of("finished_at_ms"),
+            lateness_ms=int(raw["lateness_ms"]) if "lateness_ms" in raw else None,
+            error=raw.get("error"),
+            response_code=int(raw["response_code"]) if "response_code" in raw else None,
+        )
+
+    def _run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:
+        return _to_item({"pk": keys.job_pk(job_id), "sk": keys.run_sk(scheduled_for_ms)})
+
+    def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None:
+        reply = self._ddb.get_item(
+            TableName=self._table, Key=self._run_key(job_id, scheduled_for_ms), ConsistentRead=True
+        )
+        item = reply.get("Item")
+        return self._run_from_item(item) if item else None
+
+    def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page:
+        """Newest first."""
+        start = decode_cursor(cursor) if cursor else None
+        if start is not None and start.get("pk") != keys.job_pk(job_id):
+            raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not for this job")])
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
+            "ExpressionAttributeValues": _values(pk=keys.job_pk(job_id), run="RUN#"),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        runs: list[Run] = []
+        for item, resume_key in self._query_items(query, start):
+            runs.append(self._run_from_item(item))
+            if len(runs) == limit:
+                return Page(runs, encode_cursor(resume_key) if resume_key else None)
+        return Page(runs, None)
+
+    def start_run_if_waiting(
+        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime, lease_until: datetime
+    ) -> Run | None:
+        """PENDING/RETRYING → RUNNING for exactly this attempt; None for a duplicate or stale
+        message (the run already started, finished, or moved on to another attempt)."""
+        condition, values = _status_in(RunStatus.RUNNING)
+        try:
+            reply = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._run_key(job_id, scheduled_for_ms),
+                UpdateExpression="SET #status = :running, started_at_ms = :now, lease_until_ms = :lease,"
+                " lateness_ms = :lateness",
+                ConditionExpression=f"attribute_exists(sk) AND {condition} AND attempt = :attempt",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values
+                | _values(
+                    running="RUNNING",
+                    now=to_ms(now),
+                    lease=to_ms(lease_until),
+                    lateness=max(0, to_ms(now) - scheduled_for_ms),
+                    attempt=attempt,
+                ),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return None
+            raise
+        return self._run_from_item(reply["Attributes"])
+
+    def finish_run_if_running(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        attempt: int,
+        status: RunStatus,
+        now: datetime,
+        error: str | None,
+        response_code: int | None,
+    ) -> bool:
+        """RUNNING → `status` only for the attempt that holds the run; False if another
+        attempt took it over (a worker that lost its lease cannot finish the run)."""
+        sets = ["#status = :final", "finished_at_ms = :now", "expires_at = :expires"]
+        names = {"#status": "status"}
+        values = _values(
+            final=str(status), now=to_ms(now), expires=self._expiry(now), running="RUNNING", attempt=attempt
+        )
+        if error is not None:
+            sets.append("#error = :error")
+            names["#error"] = "error"
+            values |= _values(error=error[:2000])
+        if response_code is not None:
+            sets.append("response_code = :code")
+            values |= _values(code=response_code)
+        update = f"SET {', '.join(sets)} REMOVE lease_until_ms"
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._run_key(job_id, scheduled_for_ms),
+                UpdateExpression=update,
+                ConditionExpression="#status = :running AND attempt = :attempt",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as err:
+            if _condition_failed(err):
+                return False
+            raise
+        return True
+
+    def cancel_run_if_not_started(self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime) -> bool:
+        """PENDING/RETRYING → CANCELLED (its job was cancelled before the run started)."""
+        condition, values = _status_in(RunStatus.CANCELLED)
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._run_key(job_id, scheduled_for_ms),
+                UpdateExpression="SET #status = :cancelled, finished_at_ms = :now",
+                ConditionExpression=f"attribute_exists(sk) AND {condition} AND attempt = :attempt",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values | _values(cancelled="CANCELLED", now=to_ms(now), attempt=attempt),
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    # --- shard watermarks -----------------------------------------------------------
+
+    def get_watermark(self, shard: int) -> int | None:
+        reply = self._ddb.get_item(
+            TableName=self._table,
+            Key=_to_item({"pk": keys.shard_pk(shard), "sk": keys.WATERMARK_SK}),
+            ConsistentRead=True,
+        )
+        item = reply.get("Item")
+        return int(_from_item(item)["bucket_ms"]) if item else None
+
+    def advance_watermark(self, shard: int, bucket_ms: int) -> None:
+        """Move the watermark forward only: a poller with a slow clock never moves it back."""
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_to_item({"pk": keys.shard_pk(shard), "sk": keys.WATERMARK_SK}),
+                UpdateExpression="SET bucket_ms = :bucket",
+                ConditionExpression="attribute_not_exists(bucket_ms) OR bucket_ms < :bucket",
+                ExpressionAttributeValues=_values(bucket=bucket_ms),
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise

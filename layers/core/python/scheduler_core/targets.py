@@ -1,0 +1,86 @@
+"""Delivering a run to its job's target (DESIGN §7). HTTP: the payload as JSON with the
+scheduler's headers; 2xx is success, 408/429/5xx/timeouts are worth retrying, any other
+4xx is final. SQS: the payload as the message body."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from scheduler_core.aws import AwsClients
+from scheduler_core.model import HttpTarget, Job, Run, SqsTarget, iso_or_none
+from scheduler_core.ports import Delivery
+
+USER_AGENT = "serverless-scheduler/0.1"
+_RETRYABLE_HTTP = {408, 429}
+_RETRYABLE_AWS = {"Throttling", "ThrottlingException", "RequestThrottled", "ServiceUnavailable", "InternalError"}
+
+
+def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
+    """The headers every delivery carries; `Idempotency-Key` lets targets drop repeats."""
+    return {
+        "Idempotency-Key": run.run_id,
+        "X-Scheduler-Job-Id": job.job_id,
+        "X-Scheduler-Run-Id": run.run_id,
+        "X-Scheduler-Scheduled-For": iso_or_none(run.scheduled_for) or "",
+        "X-Scheduler-Attempt": str(run.attempt),
+    }
+
+
+def http_retryable(status: int) -> bool:
+    return status in _RETRYABLE_HTTP or status >= 500
+
+
+class TargetDispatcher:
+    """`TargetInvoker` for every target type."""
+
+    def __init__(self, clients: AwsClients) -> None:
+        self._clients = clients
+
+    def deliver(self, job: Job, run: Run) -> Delivery:
+        if isinstance(job.target, HttpTarget):
+            return self._deliver_http(job.target, job, run)
+        return self._deliver_sqs(job.target, job, run)
+
+    def _deliver_http(self, target: HttpTarget, job: Job, run: Run) -> Delivery:
+        # The job's own headers first, so they cannot override the scheduler's.
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        headers |= target.headers | scheduler_headers(job, run)
+        body = None if target.method == "GET" else json.dumps(job.payload).encode()
+        request = urllib.request.Request(target.url, data=body, headers=headers, method=target.method)
+        try:
+            with urllib.request.urlopen(request, timeout=target.timeout_seconds) as response:
+                return Delivery(ok=True, status_code=response.status)
+        except urllib.error.HTTPError as error:
+            return Delivery(
+                ok=False,
+                status_code=error.code,
+                error=f"HTTP {error.code} from {target.url}",
+                retryable=http_retryable(error.code),
+            )
+        except (TimeoutError, socket.timeout):
+            return Delivery(ok=False, error=f"timed out after {target.timeout_seconds}s", retryable=True)
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            return Delivery(ok=False, error=f"cannot reach {target.url}: {reason}", retryable=True)
+
+    def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
+        attributes = {
+            name: {"DataType": "String", "StringValue": value} for name, value in scheduler_headers(job, run).items()
+        }
+        try:
+            self._clients.sqs().send_message(
+                QueueUrl=target.queue_url,
+                MessageBody=json.dumps(job.payload),
+                MessageAttributes=attributes,  # type: ignore[arg-type]
+            )
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            return Delivery(ok=False, error=f"SQS {code}: {error}", retryable=code in _RETRYABLE_AWS)
+        except BotoCoreError as error:
+            return Delivery(ok=False, error=f"SQS unreachable: {error}", retryable=True)
+        return Delivery(ok=True)

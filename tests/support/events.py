@@ -1,0 +1,86 @@
+"""The events AWS hands our functions: API Gateway REST proxy (v1) requests, SQS batches
+and the Lambda context."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, parse_qsl
+
+ACCOUNT = "123456789012"
+ALICE = f"arn:aws:iam::{ACCOUNT}:user/alice"
+BOB = f"arn:aws:iam::{ACCOUNT}:user/bob"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "test-function"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:test-function"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def api_event(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    caller: str | None = ALICE,
+    raw_body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A REST API proxy event as API Gateway sends it for an IAM-signed request."""
+    parts = urlsplit(path)
+    query = dict(parse_qsl(parts.query))
+    text = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
+    identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": "tests"}
+    if caller is not None:
+        identity |= {"userArn": caller, "caller": caller.rsplit("/", 1)[-1], "accountId": ACCOUNT}
+    return {
+        "resource": parts.path,
+        "path": parts.path,
+        "httpMethod": method,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "multiValueHeaders": {},
+        "queryStringParameters": query or None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "resourcePath": parts.path,
+            "httpMethod": method,
+            "path": f"/prod{parts.path}",
+            "stage": "prod",
+            "requestId": str(uuid.uuid4()),
+            "identity": identity,
+        },
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """An SQS event source mapping batch built from `receive_message` results."""
+    return {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": message.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for message in messages
+        ]
+    }

@@ -1,0 +1,190 @@
+"""Drives the three handlers the way AWS would, on moto, with an injectable clock:
+API requests as REST proxy events, polls per shard, and an event source mapping loop
+(receive → invoke the worker → delete what it did not report failed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from functions.api.handler import handler as api_handler
+from functions.poller.handler import handler as poller_handler
+from functions.worker.handler import handler as worker_handler
+from scheduler_core.aws import AwsClients
+from scheduler_core.clock import Clock
+from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
+from scheduler_core.dispatch import PollReport
+from scheduler_core.model import Priority
+from scheduler_core.settings import Settings
+from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
+
+JOBS_TABLE = "jobs"
+# The jobs table exactly as infra/ declares it (tests/infra checks the template).
+JOBS_TABLE_DEFINITION: dict[str, Any] = {
+    "TableName": JOBS_TABLE,
+    "BillingMode": "PAY_PER_REQUEST",
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    "AttributeDefinitions": [
+        {"AttributeName": name, "AttributeType": kind}
+        for name, kind in [
+            ("pk", "S"),
+            ("sk", "S"),
+            ("due_pk", "S"),
+            ("due_sk", "N"),
+            ("tenant", "S"),
+            ("created_key", "S"),
+        ]
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": "due",
+            "KeySchema": [
+                {"AttributeName": "due_pk", "KeyType": "HASH"},
+                {"AttributeName": "due_sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        },
+        {
+            "IndexName": "by_tenant",
+            "KeySchema": [
+                {"AttributeName": "tenant", "KeyType": "HASH"},
+                {"AttributeName": "created_key", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        },
+    ],
+}
+
+
+def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Settings:
+    """The table and queues of the stack, in moto; returns the settings pointing at them."""
+    clients.dynamodb().create_table(**JOBS_TABLE_DEFINITION)
+    sqs = clients.sqs()
+    dlq = sqs.create_queue(QueueName="scheduler-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    urls = {}
+    for priority in Priority:
+        urls[priority] = sqs.create_queue(
+            QueueName=f"scheduler-{priority.lower()}",
+            Attributes={
+                "VisibilityTimeout": "540",
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
+            },
+        )["QueueUrl"]
+    return Settings.model_validate(
+        {
+            "JOBS_TABLE_NAME": JOBS_TABLE,
+            "QUEUE_URL_HIGH": urls[Priority.HIGH],
+            "QUEUE_URL_NORMAL": urls[Priority.NORMAL],
+            "QUEUE_URL_LOW": urls[Priority.LOW],
+            "DLQ_URL": dlq,
+            "SHARD_COUNT": shard_count,
+            "RUN_LEASE_SECONDS": 540,
+        }
+    )
+
+
+class FrozenClock:
+    """The `Clock` of a freezegun-frozen test: moto's SQS delays follow it too."""
+
+    def __init__(self, frozen: Any) -> None:
+        self._frozen = frozen
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep_until(self, when: datetime) -> None:
+        with self._lock:
+            if when > self.now():
+                self._frozen.move_to(when)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._frozen.tick(timedelta(seconds=seconds))
+
+    def move_to(self, when: datetime) -> None:
+        with self._lock:
+            self._frozen.move_to(when)
+
+
+@dataclass
+class ApiReply:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class SchedulerHarness:
+    def __init__(self, clients: AwsClients, settings: Settings, clock: Clock) -> None:
+        self.clients = clients
+        self.settings = settings
+        self.clock = clock
+        self.jobs = build_job_service(settings, clients, clock)
+        self.dispatcher = build_dispatcher(settings, clients, clock)
+        self.executor = build_run_executor(settings, clients, clock)
+
+    # --- API Gateway ------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None, *, caller: str | None = ALICE, **kw: Any) -> ApiReply:
+        reply = api_handler(api_event(method, path, body, caller=caller, **kw), LambdaContext(), jobs=self.jobs)
+        return ApiReply(reply["statusCode"], json.loads(reply["body"] or "null"), reply.get("headers") or {})
+
+    def create(self, body: dict[str, Any], *, caller: str = ALICE) -> dict[str, Any]:
+        reply = self.call("POST", "/v1/jobs", body, caller=caller)
+        assert reply.status == 201, reply.body
+        created: dict[str, Any] = reply.body
+        return created
+
+    # --- EventBridge → poller ---------------------------------------------------------
+
+    def poll(self) -> list[PollReport]:
+        return [self.dispatcher.poll_shard(shard) for shard in range(self.settings.shard_count)]
+
+    def poll_via_handler(self, shard: int) -> dict[str, Any]:
+        result: dict[str, Any] = poller_handler({"shard": shard}, LambdaContext(), dispatcher=self.dispatcher)
+        return result
+
+    # --- SQS event source mappings → worker -------------------------------------------
+
+    def queue_url(self, priority: Priority) -> str:
+        return self.settings.queue_url(priority)
+
+    def visible_messages(self, priority: Priority) -> int:
+        attributes = self.clients.sqs().get_queue_attributes(
+            QueueUrl=self.queue_url(priority),
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
+
+    def deliver(self, priorities: tuple[Priority, ...] = tuple(Priority)) -> int:
+        """One event source mapping pass over each queue until nothing is visible.
+        Returns how many records the worker was handed."""
+        handed = 0
+        sqs = self.clients.sqs()
+        for priority in priorities:
+            url = self.queue_url(priority)
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            while True:
+                messages = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
+                ).get("Messages", [])
+                if not messages:
+                    break
+                handed += len(messages)
+                self.invoke_worker(messages, url, arn)
+        return handed
+
+    def invoke_worker(self, messages: list[Any], url: str, arn: str) -> dict[str, Any]:
+        result: dict[str, Any] = worker_handler(sqs_event(messages, arn), LambdaContext(), executor=self.executor)
+        failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self.clients.sqs().delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        return result

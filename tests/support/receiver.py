@@ -1,0 +1,80 @@
+"""A real HTTP server on loopback standing in for a webhook receiver: it records every
+request and answers with the statuses it is told to."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    received_at: datetime
+
+
+class WebhookReceiver:
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self._statuses: deque[int] = deque()
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                with receiver._lock:
+                    receiver.requests.append(
+                        Received(
+                            method=self.command,
+                            path=self.path,
+                            headers={k.lower(): v for k, v in self.headers.items()},
+                            body=json.loads(raw) if raw else None,
+                            received_at=datetime.now(UTC),
+                        )
+                    )
+                    status = receiver._statuses.popleft() if receiver._statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/hook"
+
+    def respond_with(self, *statuses: int) -> None:
+        """Answer the next requests with these statuses, then 200 again."""
+        with self._lock:
+            self._statuses.extend(statuses)
+
+    def by_run(self) -> dict[str, list[Received]]:
+        grouped: dict[str, list[Received]] = {}
+        for request in self.requests:
+            grouped.setdefault(request.headers.get("x-scheduler-run-id", ""), []).append(request)
+        return grouped
+
+    def __enter__(self) -> WebhookReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
