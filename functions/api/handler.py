@@ -13,7 +13,6 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from scheduler_core.composition import default_job_service
 from scheduler_core.errors import PayloadTooLarge, SchedulerError
 from scheduler_core.jobs import JobService
@@ -32,7 +31,9 @@ _LOCATIONS = {"body", "query", "path", "header"}
 _UNION_TAGS = {"HTTP", "SQS"}
 
 
-def _error(status: int, code: str, message: str, details: list[dict[str, str]] | None = None) -> Response[Any]:
+def _error(
+    status: int, code: str, message: str, details: list[dict[str, str]] | None = None
+) -> Response[Any]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -60,6 +61,8 @@ def _describe(error: dict[str, Any]) -> dict[str, str]:
         return {"field": field, "message": "unknown field; remove it"}
     if kind == "missing":
         return {"field": field, "message": "is required"}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return {"field": f"{field}.type", "message": f"must be one of {', '.join(sorted(_UNION_TAGS))}"}
     return {"field": field, "message": str(error.get("msg", "is invalid")).removeprefix("Value error, ")}
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
-
 from scheduler_core.composition import default_dispatcher
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.observability import logger, metrics, tracer
@@ -20,7 +19,9 @@ class PollEvent(BaseModel):
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
-def handler(event: dict[str, Any], context: LambdaContext, dispatcher: Dispatcher | None = None) -> dict[str, Any]:
+def handler(
+    event: dict[str, Any], context: LambdaContext, dispatcher: Dispatcher | None = None
+) -> dict[str, Any]:
     shard = PollEvent.model_validate(event).shard
     report = (dispatcher or default_dispatcher()).poll_shard(shard)
     metrics.add_metric(name="RunsClaimed", unit="Count", value=len(report.claimed))

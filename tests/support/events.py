@@ -7,7 +7,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 ACCOUNT = "123456789012"
 ALICE = f"arn:aws:iam::{ACCOUNT}:user/alice"

@@ -10,15 +10,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from functions.api.handler import handler as api_handler
-from functions.poller.handler import handler as poller_handler
-from functions.worker.handler import handler as worker_handler
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
 from scheduler_core.dispatch import PollReport
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
+
+from functions.api.handler import handler as api_handler
+from functions.poller.handler import handler as poller_handler
+from functions.worker.handler import handler as worker_handler
 from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
 
 JOBS_TABLE = "jobs"
@@ -129,8 +130,12 @@ class SchedulerHarness:
 
     # --- API Gateway ------------------------------------------------------------------
 
-    def call(self, method: str, path: str, body: Any = None, *, caller: str | None = ALICE, **kw: Any) -> ApiReply:
-        reply = api_handler(api_event(method, path, body, caller=caller, **kw), LambdaContext(), jobs=self.jobs)
+    def call(
+        self, method: str, path: str, body: Any = None, *, caller: str | None = ALICE, **kw: Any
+    ) -> ApiReply:
+        reply = api_handler(
+            api_event(method, path, body, caller=caller, **kw), LambdaContext(), jobs=self.jobs
+        )
         return ApiReply(reply["statusCode"], json.loads(reply["body"] or "null"), reply.get("headers") or {})
 
     def create(self, body: dict[str, Any], *, caller: str = ALICE) -> dict[str, Any]:
@@ -167,7 +172,9 @@ class SchedulerHarness:
         sqs = self.clients.sqs()
         for priority in priorities:
             url = self.queue_url(priority)
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
             while True:
                 messages = sqs.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
@@ -179,7 +186,9 @@ class SchedulerHarness:
         return handed
 
     def invoke_worker(self, messages: list[Any], url: str, arn: str) -> dict[str, Any]:
-        result: dict[str, Any] = worker_handler(sqs_event(messages, arn), LambdaContext(), executor=self.executor)
+        result: dict[str, Any] = worker_handler(
+            sqs_event(messages, arn), LambdaContext(), executor=self.executor
+        )
         failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:

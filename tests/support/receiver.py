@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,9 @@ class WebhookReceiver:
         self.requests: list[Received] = []
         self._statuses: deque[int] = deque()
         self._lock = threading.Lock()
+        self.hold_seconds = 0.0  # how long each request is held before the answer
+        self.in_flight = 0
+        self.max_in_flight = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,6 +37,12 @@ class WebhookReceiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 with receiver._lock:
+                    receiver.in_flight += 1
+                    receiver.max_in_flight = max(receiver.max_in_flight, receiver.in_flight)
+                if receiver.hold_seconds:
+                    time.sleep(receiver.hold_seconds)
+                with receiver._lock:
+                    receiver.in_flight -= 1
                     receiver.requests.append(
                         Received(
                             method=self.command,
@@ -47,7 +57,20 @@ class WebhookReceiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+            def do_GET(self) -> None:
+                self._handle()
+
+            def do_POST(self) -> None:
+                self._handle()
+
+            def do_PUT(self) -> None:
+                self._handle()
+
+            def do_PATCH(self) -> None:
+                self._handle()
+
+            def do_DELETE(self) -> None:
+                self._handle()
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return

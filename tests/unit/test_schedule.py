@@ -235,7 +235,9 @@ def test_validate_cron_rejects_garbage_with_a_message(expression: str) -> None:
 
 
 @pytest.mark.parametrize("expression", ["R * * * *", "0 R * * *", "H * * * *", "H(0-29) * * * *"])
-def test_validate_cron_rejects_random_and_hashed_fields_because_firings_must_be_deterministic(expression: str) -> None:
+def test_validate_cron_rejects_random_and_hashed_fields_because_firings_must_be_deterministic(
+    expression: str,
+) -> None:
     with pytest.raises(ValueError, match="cron"):
         validate_cron(expression)
 

@@ -62,5 +62,3 @@ def to_ms(when: datetime) -> int:
 
 def from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
-
-

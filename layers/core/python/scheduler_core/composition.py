@@ -19,7 +19,9 @@ from scheduler_core.targets import TargetDispatcher
 
 
 def build_store(settings: Settings, clients: AwsClients) -> DynamoJobStore:
-    return DynamoJobStore(clients, settings.jobs_table_name, settings.shard_count, settings.run_retention_days)
+    return DynamoJobStore(
+        clients, settings.jobs_table_name, settings.shard_count, settings.run_retention_days
+    )
 
 
 def build_dispatcher(settings: Settings, clients: AwsClients, clock: Clock) -> Dispatcher:

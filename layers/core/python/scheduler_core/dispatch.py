@@ -78,7 +78,9 @@ class Dispatcher:
         (someone else changed the job: they own what follows)."""
         horizon = self.horizon(now)
         runs: list[Run] = []
-        while job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon:
+        while (
+            job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
+        ):
             run = scheduled_run(job, job.next_fire_at)
             following = following_firing(job, job.next_fire_at)
             if not self._store.claim_if_unchanged(job, run, following, now):
@@ -132,7 +134,9 @@ class Dispatcher:
             self._store.advance_watermark(shard, report.watermark_ms)
         return report
 
-    def _drain_bucket(self, shard: int, bucket: int, until_ms: int, now: datetime, report: PollReport) -> bool:
+    def _drain_bucket(
+        self, shard: int, bucket: int, until_ms: int, now: datetime, report: PollReport
+    ) -> bool:
         """Claim every job of one bucket; True if nothing was left behind."""
         try:
             due = self._store.jobs_due(shard, bucket, until_ms)

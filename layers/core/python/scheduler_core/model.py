@@ -59,9 +59,15 @@ def _as_utc(value: datetime) -> datetime:
 class ScheduleSpec(_Strict):
     """Exactly one of `at` (one-off), `cron` (5 fields, UTC) or `rate` ("5 minutes")."""
 
-    at: datetime | None = Field(None, description="ISO-8601 time of a one-off job; UTC when it has no offset.")
-    cron: str | None = Field(None, description="5-field cron expression, evaluated in UTC.", examples=["*/5 * * * *"])
-    rate: str | None = Field(None, description="Fixed interval: '<n> minute(s)|hour(s)|day(s)'.", examples=["5 minutes"])
+    at: datetime | None = Field(
+        None, description="ISO-8601 time of a one-off job; UTC when it has no offset."
+    )
+    cron: str | None = Field(
+        None, description="5-field cron expression, evaluated in UTC.", examples=["*/5 * * * *"]
+    )
+    rate: str | None = Field(
+        None, description="Fixed interval: '<n> minute(s)|hour(s)|day(s)'.", examples=["5 minutes"]
+    )
 
     @field_validator("at", mode="before")
     @classmethod

@@ -6,7 +6,9 @@ from __future__ import annotations
 from scheduler_core.model import RunStatus
 
 _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}),
+    RunStatus.PENDING: frozenset(
+        {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}
+    ),
     RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING}),
     RunStatus.RETRYING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.FAILED: frozenset({RunStatus.RETRYING}),  # a manual re-drive
@@ -15,7 +17,9 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.CANCELLED: frozenset(),
 }
 
-TERMINAL = frozenset(status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED)
+TERMINAL = frozenset(
+    status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED
+)
 
 
 def can_transition(source: RunStatus, target: RunStatus) -> bool:

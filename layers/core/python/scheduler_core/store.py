@@ -38,6 +38,8 @@ _CONTENTION_CODES = {
     "TransactionInProgressException",
     "InternalServerError",
 }
+# The claim's condition: the job is still scheduled, at the version and firing we read.
+_UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -198,7 +200,8 @@ class DynamoJobStore:
         key_names = ("pk", "sk", *self._index_keys(query.get("IndexName")))
         exclusive = _to_item(start) if start else None
         while True:
-            page = self._ddb.query(**query, **({"ExclusiveStartKey": exclusive} if exclusive else {}))
+            request = dict(query) | ({"ExclusiveStartKey": exclusive} if exclusive else {})
+            page = self._ddb.query(**request)
             items = page.get("Items", [])
             more = "LastEvaluatedKey" in page
             for position, item in enumerate(items):
@@ -245,7 +248,9 @@ class DynamoJobStore:
         else:
             next_ms = to_ms(next_fire_at)
             update += ", due_pk = :next_pk, due_sk = :next_ms, next_fire_at_ms = :next_ms"
-            values |= _values(next_pk=keys.due_pk(next_ms, keys.shard_for(job.job_id, self._shards)), next_ms=next_ms)
+            values |= _values(
+                next_pk=keys.due_pk(next_ms, keys.shard_for(job.job_id, self._shards)), next_ms=next_ms
+            )
         try:
             self._ddb.transact_write_items(
                 TransactItems=[
@@ -254,7 +259,7 @@ class DynamoJobStore:
                             "TableName": self._table,
                             "Key": _to_item({"pk": keys.job_pk(job.job_id), "sk": keys.JOB_SK}),
                             "UpdateExpression": update,
-                            "ConditionExpression": "version = :seen AND due_sk = :seen_fire AND #status = :scheduled",
+                            "ConditionExpression": _UNCHANGED_SINCE_READ,
                             "ExpressionAttributeNames": {"#status": "status"},
                             "ExpressionAttributeValues": values,
                         }
@@ -273,7 +278,8 @@ class DynamoJobStore:
                 if _error_code(error) in _CONTENTION_CODES:
                     raise StoreContention(str(error)) from error
                 raise
-            reasons = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
+            cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
+            reasons = [reason.get("Code") for reason in cancellations]
             if "ConditionalCheckFailed" in reasons:
                 return False
             raise StoreContention(f"claim of {run.run_id} cancelled: {reasons}") from error
@@ -374,7 +380,9 @@ class DynamoJobStore:
         """Newest first."""
         start = decode_cursor(cursor) if cursor else None
         if start is not None and start.get("pk") != keys.job_pk(job_id):
-            raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not for this job")])
+            raise InvalidRequest(
+                "cursor belongs to another listing", [field_error("cursor", "not for this job")]
+            )
         query: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
@@ -459,7 +467,9 @@ class DynamoJobStore:
             raise
         return True
 
-    def cancel_run_if_not_started(self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime) -> bool:
+    def cancel_run_if_not_started(
+        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime
+    ) -> bool:
         """PENDING/RETRYING → CANCELLED (its job was cancelled before the run started)."""
         condition, values = _status_in(RunStatus.CANCELLED)
         try:
@@ -469,7 +479,8 @@ class DynamoJobStore:
                 UpdateExpression="SET #status = :cancelled, finished_at_ms = :now",
                 ConditionExpression=f"attribute_exists(sk) AND {condition} AND attempt = :attempt",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values | _values(cancelled="CANCELLED", now=to_ms(now), attempt=attempt),
+                ExpressionAttributeValues=values
+                | _values(cancelled="CANCELLED", now=to_ms(now), attempt=attempt),
             )
         except ClientError as error:
             if _condition_failed(error):

@@ -5,7 +5,6 @@ scheduler's headers; 2xx is success, 408/429/5xx/timeouts are worth retrying, an
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 
@@ -17,7 +16,13 @@ from scheduler_core.ports import Delivery
 
 USER_AGENT = "serverless-scheduler/0.1"
 _RETRYABLE_HTTP = {408, 429}
-_RETRYABLE_AWS = {"Throttling", "ThrottlingException", "RequestThrottled", "ServiceUnavailable", "InternalError"}
+_RETRYABLE_AWS = {
+    "Throttling",
+    "ThrottlingException",
+    "RequestThrottled",
+    "ServiceUnavailable",
+    "InternalError",
+}
 
 
 def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
@@ -62,7 +67,7 @@ class TargetDispatcher:
                 error=f"HTTP {error.code} from {target.url}",
                 retryable=http_retryable(error.code),
             )
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return Delivery(ok=False, error=f"timed out after {target.timeout_seconds}s", retryable=True)
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -70,7 +75,8 @@ class TargetDispatcher:
 
     def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
         attributes = {
-            name: {"DataType": "String", "StringValue": value} for name, value in scheduler_headers(job, run).items()
+            name: {"DataType": "String", "StringValue": value}
+            for name, value in scheduler_headers(job, run).items()
         }
         try:
             self._clients.sqs().send_message(

@@ -1,0 +1,134 @@
+"""The poller: claims each firing exactly once, on time, whatever races it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from scheduler_core import keys
+from scheduler_core.clock import to_ms
+from scheduler_core.model import Priority
+
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+
+def cron_job(receiver: WebhookReceiver, cron: str, **extra: object) -> dict[str, object]:
+    return {
+        "name": "every",
+        "schedule": {"cron": cron},
+        "target": {"type": "HTTP", "url": receiver.url},
+    } | extra
+
+
+def test_every_five_minutes_fires_at_every_mark_exactly_once_over_two_hours(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    start = clock.now()  # 10:00:30
+    job = cloud.create(cron_job(receiver, "*/5 * * * *"))
+    minute = start.replace(second=0, microsecond=0)
+    for _ in range(120):
+        # EventBridge fires the poller somewhere inside each minute; the worker takes
+        # each message as soon as its delay ends.
+        clock.move_to(minute + timedelta(seconds=37))
+        cloud.poll()
+        minute += timedelta(minutes=1)
+        clock.move_to(minute)
+        cloud.deliver()
+
+    expected = [start.replace(minute=5, second=0) + timedelta(minutes=5 * k) for k in range(24)]
+    assert minute == datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    scheduled = [request.headers["x-scheduler-scheduled-for"] for request in receiver.requests]
+    assert sorted(scheduled) == [
+        e.isoformat(timespec="milliseconds").replace("+00:00", "Z") for e in expected
+    ]
+    assert len(set(scheduled)) == len(scheduled) == 24
+
+    runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs?limit=100").body["items"]
+    assert len(runs) == 24
+    assert {run["status"] for run in runs} == {"SUCCEEDED"}
+    assert all(run["lateness_ms"] == 0 for run in runs)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == "2026-11-21T12:05:00.000Z"
+
+
+def test_two_pollers_racing_on_one_shard_claim_each_job_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(minutes=30)
+    at = fire_at.isoformat().replace("+00:00", "Z")
+    created = [
+        cloud.create(
+            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
+        )
+        for i in range(40)
+    ]
+    clock.move_to(fire_at - timedelta(seconds=60))
+    store, now = cloud.dispatcher._store, clock.now()
+    until = to_ms(now + timedelta(seconds=cloud.settings.lookahead_seconds))
+    # Poller A reads the due index; poller B then polls every shard; A claims what it read.
+    seen_by_a = [
+        job
+        for shard in range(cloud.settings.shard_count)
+        for job in store.jobs_due(shard, keys.bucket_of(to_ms(fire_at)), until)
+    ]
+    assert len(seen_by_a) == 40
+    claimed_by_b = sum(len(report.claimed) for report in cloud.poll())
+    claimed_by_a = sum(len(cloud.dispatcher.claim_firings(job, now).runs) for job in seen_by_a)
+
+    assert claimed_by_b == 40
+    assert claimed_by_a == 0
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 40
+    assert sorted(run for run in receiver.by_run()) == sorted(
+        f"{job['job_id']}:{to_ms(fire_at)}" for job in created
+    )
+
+
+def test_a_second_poll_of_the_same_minute_claims_nothing_new(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud.create(cron_job(receiver, "*/10 * * * *"))
+    clock.move_to(clock.now() + timedelta(minutes=9))
+    first = sum(len(r.claimed) for r in cloud.poll())
+    second = sum(len(r.claimed) for r in cloud.poll())
+    assert (first, second) == (1, 0)
+    assert cloud.visible_messages(Priority.NORMAL) == 0  # delayed until its second
+
+
+def test_jobs_spread_over_the_shards(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
+    for i in range(40):
+        cloud.create(cron_job(receiver, "0 * * * *", name=f"hourly-{i}"))
+    shards = {
+        keys.shard_for(job.job_id, 4)
+        for job in cloud.jobs.list("arn:aws:iam::123456789012:user/alice", 100, None, None).items
+    }
+    assert shards == {0, 1, 2, 3}
+
+
+def test_the_poller_handler_takes_the_eventbridge_input_and_moves_the_watermark(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud.create(cron_job(receiver, "*/15 * * * *"))
+    clock.move_to(clock.now() + timedelta(minutes=14))
+    summaries = [cloud.poll_via_handler(shard) for shard in range(4)]
+    assert sum(summary["claimed"] for summary in summaries) == 1
+    grace = timedelta(seconds=cloud.settings.poll_grace_seconds)
+    expected_watermark = keys.bucket_of(to_ms(clock.now() - grace))
+    assert {summary["watermark_ms"] for summary in summaries} == {expected_watermark}
+    assert cloud.dispatcher._store.get_watermark(0) == expected_watermark
+
+
+def test_a_job_missed_while_the_poller_was_down_fires_when_it_returns(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    at = clock.now() + timedelta(minutes=10)
+    cloud.poll()  # sets the watermarks at 10:00
+    cloud.create(
+        {"name": "late", "schedule": {"at": at.isoformat()}, "target": {"type": "HTTP", "url": receiver.url}}
+    )
+    clock.move_to(at + timedelta(minutes=20))  # no poll for half an hour
+    assert sum(len(r.claimed) for r in cloud.poll()) == 1
+    cloud.deliver()
+    [request] = receiver.requests
+    assert request.headers["x-scheduler-scheduled-for"] == at.isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )

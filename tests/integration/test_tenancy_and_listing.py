@@ -1,0 +1,110 @@
+"""Every job belongs to its caller: another tenant sees a 404, never the job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.support.events import ACCOUNT, ALICE, BOB
+from tests.support.harness import FrozenClock, SchedulerHarness
+
+JOB = {
+    "name": "mine",
+    "schedule": {"rate": "1 hour"},
+    "target": {"type": "HTTP", "url": "https://example.com/hook"},
+}
+
+
+def test_another_tenant_gets_404_for_get_delete_and_runs(cloud: SchedulerHarness) -> None:
+    job = cloud.create(JOB, caller=ALICE)
+    for method, path in [
+        ("GET", f"/v1/jobs/{job['job_id']}"),
+        ("DELETE", f"/v1/jobs/{job['job_id']}"),
+        ("GET", f"/v1/jobs/{job['job_id']}/runs"),
+        ("GET", f"/v1/jobs/{job['job_id']}/runs/{job['job_id']}:0"),
+    ]:
+        reply = cloud.call(method, path, caller=BOB)
+        assert reply.status == 404, (method, path, reply.body)
+    assert cloud.call("GET", "/v1/jobs", caller=BOB).body == {"items": [], "next_cursor": None}
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}", caller=ALICE).body["status"] == "SCHEDULED"
+
+
+def test_sessions_of_one_role_share_its_jobs(cloud: SchedulerHarness) -> None:
+    deployer = f"arn:aws:sts::{ACCOUNT}:assumed-role/Deployer"
+    job = cloud.create(JOB, caller=f"{deployer}/session-1")
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}", caller=f"{deployer}/session-2").status == 200
+
+
+def test_listing_pages_through_every_job_newest_first(cloud: SchedulerHarness, clock: FrozenClock) -> None:
+    created = []
+    for i in range(7):
+        created.append(cloud.create(JOB | {"name": f"job-{i}"})["job_id"])
+        clock.advance(1)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        query = "?limit=3" + (f"&cursor={cursor}" if cursor else "")
+        page = cloud.call("GET", f"/v1/jobs{query}").body
+        assert len(page["items"]) <= 3
+        seen += [job["job_id"] for job in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(created))
+
+
+def test_listing_filters_by_status(cloud: SchedulerHarness) -> None:
+    keep = cloud.create(JOB)
+    gone = cloud.create(JOB)
+    cloud.call("DELETE", f"/v1/jobs/{gone['job_id']}")
+    scheduled = cloud.call("GET", "/v1/jobs?status=SCHEDULED").body["items"]
+    cancelled = cloud.call("GET", "/v1/jobs?status=CANCELLED").body["items"]
+    assert [job["job_id"] for job in scheduled] == [keep["job_id"]]
+    assert [job["job_id"] for job in cancelled] == [gone["job_id"]]
+
+
+def test_a_cursor_cannot_be_used_by_another_tenant(cloud: SchedulerHarness) -> None:
+    for _ in range(3):
+        cloud.create(JOB)
+    cursor = cloud.call("GET", "/v1/jobs?limit=1").body["next_cursor"]
+    assert cursor
+    assert cloud.call("GET", f"/v1/jobs?cursor={cursor}", caller=BOB).status == 400
+
+
+def test_a_job_reads_back_as_it_was_created(cloud: SchedulerHarness, clock: FrozenClock) -> None:
+    job = cloud.create(JOB | {"payload": {"a": [1, 2.5, None, True]}, "priority": "LOW"})
+    read = cloud.call("GET", f"/v1/jobs/{job['job_id']}").body
+    assert read == job
+    assert set(read) >= {
+        "job_id",
+        "name",
+        "status",
+        "schedule",
+        "target",
+        "payload",
+        "priority",
+        "next_fire_at",
+        "created_at",
+        "version",
+        "retry",
+    }
+    assert "tenant" not in read
+    assert read["next_fire_at"] == (clock.now() + timedelta(hours=1)).isoformat(
+        timespec="milliseconds"
+    ).replace("+00:00", "Z")
+
+
+def test_cancelling_twice_is_harmless(cloud: SchedulerHarness) -> None:
+    job = cloud.create(JOB)
+    first = cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
+    second = cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
+    assert first.status == second.status == 200
+    assert second.body["status"] == "CANCELLED"
+    assert second.body["version"] == first.body["version"]
+
+
+def test_the_openapi_document_describes_the_routes(cloud: SchedulerHarness) -> None:
+    reply = cloud.call("GET", "/v1/openapi.json")
+    assert reply.status == 200
+    assert reply.body["openapi"].startswith("3.")
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/runs"} <= set(reply.body["paths"])
+    assert "JobCreate" in reply.body["components"]["schemas"]
