@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from scheduler_core.composition import default_job_service
 from scheduler_core.errors import PayloadTooLarge, SchedulerError
 from scheduler_core.jobs import JobService

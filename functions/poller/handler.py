@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
+
 from scheduler_core.composition import default_dispatcher
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.observability import logger, metrics, tracer

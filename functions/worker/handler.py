@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from scheduler_core.composition import default_run_executor
 from scheduler_core.execution import Outcome, RunExecutor
 from scheduler_core.model import RunMessage

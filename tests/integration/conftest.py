@@ -9,8 +9,8 @@ import boto3
 import pytest
 from freezegun import freeze_time
 from moto import mock_aws
-from scheduler_core.aws import AwsClients
 
+from scheduler_core.aws import AwsClients
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver
 

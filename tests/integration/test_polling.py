@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from scheduler_core import keys
 from scheduler_core.clock import to_ms
 from scheduler_core.model import Priority
-
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

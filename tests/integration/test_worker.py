@@ -7,7 +7,6 @@ import json
 from datetime import timedelta
 
 from scheduler_core.model import Priority
-
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -10,16 +10,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from functions.api.handler import handler as api_handler
+from functions.poller.handler import handler as poller_handler
+from functions.worker.handler import handler as worker_handler
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
 from scheduler_core.dispatch import PollReport
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
-
-from functions.api.handler import handler as api_handler
-from functions.poller.handler import handler as poller_handler
-from functions.worker.handler import handler as worker_handler
 from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
 
 JOBS_TABLE = "jobs"

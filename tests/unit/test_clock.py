@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 
 START = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from scheduler_core import keys
 from scheduler_core.clock import to_ms
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from scheduler_core.model import (
     HttpTarget,
     Job,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from scheduler_core.model import RunStatus
 from scheduler_core.run_state import TERMINAL, can_transition, sources_of
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+
 from scheduler_core.model import ScheduleSpec
 from scheduler_core.schedule import (
     NeverFires,

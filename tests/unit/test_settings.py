@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
 
