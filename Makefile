@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Third-party packages for Lambda, built for the Lambda platform without Docker.
-$(DEPS_LAYER): layers/deps/requirements.txt | $(STAMP)
+$(DEPS_LAYER): layers/deps/requirements.txt infra/config.py infra/build_deps_layer.py | $(STAMP)
 	$(PY) -m infra.build_deps_layer
 
 lint: install

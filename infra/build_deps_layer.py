@@ -9,8 +9,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from infra.config import DEPS_LAYER_BUILT, DEPS_REQUIREMENTS, LAMBDA_PYTHON_VERSION
+
+# The Lambda runtime ships boto3 with these. A layer comes first on sys.path, so a copy
+# here (aws-xray-sdk pulls in botocore) would pair the runtime's boto3 with a foreign
+# botocore: leave them to the runtime.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3")
 
 
 def pip_command(target: str) -> list[str]:
@@ -37,6 +43,15 @@ def pip_command(target: str) -> list[str]:
     ]
 
 
+def prune_runtime_provided(target: Path) -> None:
+    """Remove the packages the Lambda runtime already has, and pip's console scripts."""
+    for name in RUNTIME_PROVIDED:
+        shutil.rmtree(target / name, ignore_errors=True)
+        for dist_info in target.glob(f"{name}-*.dist-info"):
+            shutil.rmtree(dist_info)
+    shutil.rmtree(target / "bin", ignore_errors=True)
+
+
 def build_deps_layer() -> None:
     """Install into layers/deps/python and touch its `.built` stamp."""
     target = DEPS_LAYER_BUILT.parent
@@ -49,6 +64,7 @@ def build_deps_layer() -> None:
             "on manylinux2014_x86_64. If a package has no wheel for that version yet, set "
             "LAMBDA_PYTHON_VERSION in infra/config.py to the previous Lambda runtime."
         )
+    prune_runtime_provided(target)
     DEPS_LAYER_BUILT.touch()
     print(f"deps layer built for python{LAMBDA_PYTHON_VERSION} in {target}")
 

@@ -98,24 +98,24 @@ class SchedulerConfig:
                 raise ConfigError(f"context {key!r} is missing: its default belongs in cdk.json")
             return value
 
-        capacity = _json_value(required("queue_capacity"))
+        def required_int(key: str) -> int:
+            try:
+                return int(required(key))
+            except ValueError as error:
+                raise ConfigError(f"context {key} must be a whole number") from error
+
         return cls(
-            shards=int(required("shards")),
-            lookahead_seconds=int(required("lookahead_seconds")),
-            worker_timeout_seconds=int(required("worker_timeout_seconds")),
-            max_receive_count=int(required("max_receive_count")),
-            run_retention_days=int(required("run_retention_days")),
+            shards=required_int("shards"),
+            lookahead_seconds=required_int("lookahead_seconds"),
+            worker_timeout_seconds=required_int("worker_timeout_seconds"),
+            max_receive_count=required_int("max_receive_count"),
+            run_retention_days=required_int("run_retention_days"),
             log_level=str(required("log_level")).upper(),
-            queue_capacity={
-                str(priority): QueueCapacity(
-                    batch_size=int(value["batch_size"]), max_concurrency=int(value["max_concurrency"])
-                )
-                for priority, value in capacity.items()
-            },
-            target_queue_arns=_arn_list(node.try_get_context("target_queue_arns")),
-            target_topic_arns=_arn_list(node.try_get_context("target_topic_arns")),
-            target_event_bus_arns=_arn_list(node.try_get_context("target_event_bus_arns")),
-            target_function_arns=_arn_list(node.try_get_context("target_function_arns")),
+            queue_capacity=_queue_capacity(required("queue_capacity")),
+            target_queue_arns=_arn_list(node, "target_queue_arns"),
+            target_topic_arns=_arn_list(node, "target_topic_arns"),
+            target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
+            target_function_arns=_arn_list(node, "target_function_arns"),
         )
 
 
@@ -130,15 +130,36 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ConfigError(f"context {name} must be between {low} and {high}, got {value}")
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(key: str, value: Any) -> Any:
     # `cdk -c key=value` passes strings; lists and objects arrive as JSON text.
-    return json.loads(value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"context {key} must be JSON, got {value!r}") from error
 
 
-def _arn_list(value: Any) -> tuple[str, ...] | None:
+def _queue_capacity(value: Any) -> dict[str, QueueCapacity]:
+    capacity = _json_value("queue_capacity", value)
+    try:
+        return {
+            str(priority): QueueCapacity(
+                batch_size=int(limits["batch_size"]), max_concurrency=int(limits["max_concurrency"])
+            )
+            for priority, limits in capacity.items()
+        }
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise ConfigError(
+            'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n}'
+        ) from error
+
+
+def _arn_list(node: Node, key: str) -> tuple[str, ...] | None:
+    value = node.try_get_context(key)
     if value is None:
         return None
-    arns = _json_value(value)
+    arns = _json_value(key, value)
     if not isinstance(arns, list) or not all(isinstance(arn, str) for arn in arns):
-        raise ConfigError(f"target ARNs must be a list of strings, got {value!r}")
+        raise ConfigError(f"context {key} must be a list of ARNs, got {value!r}")
     return tuple(arns)

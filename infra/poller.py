@@ -71,7 +71,8 @@ class Poller(Construct):
             batch = shards[first : first + TARGETS_PER_RULE]
             rule = events.Rule(
                 self,
-                f"EveryMinuteShards{batch[0]}To{batch[-1]}",
+                # Numbered, not named after its shards: a new shard count keeps existing rules.
+                f"EveryMinute{first // TARGETS_PER_RULE}",
                 description=f"Polls shards {batch[0]}-{batch[-1]} of the due index every minute",
                 schedule=events.Schedule.rate(Duration.minutes(1)),
             )

@@ -1,0 +1,216 @@
+"""The public API (DESIGN §7): a REST API with IAM auth in front of the api function."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Acknowledgment, Aws, Duration, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import SchedulerConfig
+from infra.function import LOG_RETENTION, SchedulerFunction
+from infra.job_store import DUE_INDEX, TENANT_INDEX, JobStore
+from infra.layers import SharedLayers
+from infra.queues import SchedulerQueues
+
+STAGE_NAME = "prod"
+
+
+class Api(Construct):
+    """`/v1/...` routes, each method SigV4-signed (AWS_IAM), all proxied to one function.
+
+    The function validates bodies itself so errors keep the API's own format; API Gateway
+    only checks that required path parameters are present.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        layers: SharedLayers,
+        store: JobStore,
+        queues: SchedulerQueues,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = SchedulerFunction(
+            self,
+            "Api",
+            name="api",
+            description="Serves the scheduler's REST API",
+            layers=layers.all,
+            log_level=config.log_level,
+            # Below API Gateway's 29 s integration timeout, so our own error reaches the caller.
+            timeout=Duration.seconds(25),
+            environment={
+                "JOBS_TABLE_NAME": store.jobs_table.table_name,
+                **queues.url_environment(),
+                "SHARD_COUNT": str(config.shards),
+                "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
+                "RUN_RETENTION_DAYS": str(config.run_retention_days),
+            },
+        )
+        # Creating a job that fires within the lookahead claims it at once: the same
+        # conditional TransactWriteItems as the poller, authorized as its item actions.
+        self.function.allow(
+            actions=[
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Query",
+                "dynamodb:ConditionCheckItem",
+            ],
+            resources=[
+                store.jobs_table.table_arn,
+                store.jobs_index_arn(DUE_INDEX),
+                store.jobs_index_arn(TENANT_INDEX),
+            ],
+        )
+        self.function.allow(
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn for queue in queues.priority_queues],
+        )
+
+        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION)
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="serverless-scheduler public API (v1)",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            # Stage logging needs the account-level API Gateway logging role; creating it here
+            # lets the stack deploy into a fresh account.
+            cloud_watch_role=True,
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE_NAME,
+                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                # Request and response bodies carry job payloads: never log them.
+                data_trace_enabled=False,
+                metrics_enabled=True,
+                tracing_enabled=True,
+            ),
+        )
+        # API Gateway creates the execution log group on first use without retention;
+        # declaring it first keeps those logs for the same month as the others.
+        self.execution_logs = logs.LogGroup(
+            self,
+            "ExecutionLogs",
+            log_group_name=f"API-Gateway-Execution-Logs_{self.rest_api.rest_api_id}/{STAGE_NAME}",
+            retention=LOG_RETENTION,
+        )
+        self.rest_api.deployment_stage.node.add_dependency(self.execution_logs)
+        # The stack's ApiUrl output replaces RestApi's own, which refers to the Stage (see `url`).
+        self.rest_api.node.try_remove_child("Endpoint")
+
+        self._validator = self.rest_api.add_request_validator(
+            "RequiredParameters",
+            validate_request_parameters=True,
+            validate_request_body=False,
+        )
+        self._integration = apigw.LambdaIntegration(
+            self.function.function,
+            # One invoke permission per method for the deployed stage, none for console tests.
+            allow_test_invoke=False,
+        )
+        self._add_routes()
+        self._acknowledge_findings()
+
+    @property
+    def url(self) -> str:
+        """The stage's base URL, built without a reference to the Stage resource.
+
+        moto's CloudFormation has no AWS::ApiGateway::Stage, so a Ref to it would render
+        as "None" there; the stage name is a constant anyway.
+        """
+        return f"https://{self.rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}/{STAGE_NAME}/"
+
+    def _add_routes(self) -> None:
+        v1 = self.rest_api.root.add_resource("v1")
+        jobs = v1.add_resource("jobs")
+        job = jobs.add_resource("{job_id}")
+        # pause, resume, trigger, runs, runs/{run_id}, runs/{run_id}/retry: routed in the function.
+        job_subresources = job.add_resource("{proxy+}")
+        job_id = {"method.request.path.job_id": True}
+
+        self._add_method(
+            jobs,
+            "GET",
+            {
+                "method.request.querystring.status": False,
+                "method.request.querystring.limit": False,
+                "method.request.querystring.cursor": False,
+            },
+        )
+        self._add_method(jobs, "POST", {"method.request.header.Idempotency-Key": False})
+        for verb in ("GET", "PATCH", "DELETE"):
+            self._add_method(job, verb, job_id)
+        self._add_method(job_subresources, "ANY", {**job_id, "method.request.path.proxy": True})
+        self._add_method(v1.add_resource("openapi.json"), "GET", {})
+        self._add_method(v1.add_resource("docs"), "GET", {})
+
+    def _add_method(self, resource: apigw.Resource, verb: str, parameters: Mapping[str, bool]) -> None:
+        resource.add_method(
+            verb,
+            self._integration,
+            authorization_type=apigw.AuthorizationType.IAM,
+            request_validator=self._validator,
+            request_parameters=dict(parameters) or None,
+        )
+
+    def _acknowledge_findings(self) -> None:
+        Validations.of(self.rest_api).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-COG4",
+                reason=(
+                    "The API is for machine clients in the deployer's AWS account: every method "
+                    "requires SigV4-signed requests (AWS_IAM), authorized by the callers' IAM "
+                    "policies, so there is no Cognito user pool."
+                ),
+            ),
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-APIG2",
+                reason=(
+                    "A request validator checks every method's required parameters. Bodies are "
+                    "validated by the api function against the same pydantic models that define the "
+                    "API, so a bad body gets the API's own 400 error format naming the field, which "
+                    "an API Gateway model validation error cannot produce."
+                ),
+            ),
+        )
+        Validations.of(self.rest_api.deployment_stage).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-APIG3",
+                reason=(
+                    "Every method requires IAM auth, so unsigned traffic is rejected before it reaches "
+                    "the function and the stage is throttled by API Gateway's account limits. A WAF web "
+                    "ACL (billed per ACL and request) is left for deployers to associate to the stage."
+                ),
+            ),
+        )
+        Validations.of(self.rest_api.node.find_child("CloudWatchRole")).acknowledge(
+            Acknowledgment(
+                id=(
+                    "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:"
+                    "policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]"
+                ),
+                reason=(
+                    "The account-level role API Gateway uses to write stage logs; AWS documents this "
+                    "managed policy for it. It only allows CloudWatch Logs writes and is assumable by "
+                    "apigateway.amazonaws.com only; it is not attached to any function."
+                ),
+            )
+        )

@@ -1,0 +1,53 @@
+"""SchedulerStack: the whole scheduler (DESIGN §1) in one CloudFormation stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.api import Api
+from infra.config import SchedulerConfig
+from infra.job_store import JobStore
+from infra.layers import SharedLayers
+from infra.observability import Alarms
+from infra.poller import Poller
+from infra.queues import SchedulerQueues
+from infra.workers import Workers
+
+
+class SchedulerStack(Stack):
+    """Tables, queues, the poller, the worker and the API, wired as `config` says."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: SchedulerConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.store = JobStore(self, "JobStore")
+        self.queues = SchedulerQueues(
+            self,
+            "Queues",
+            visibility_timeout_seconds=config.visibility_timeout_seconds,
+            max_receive_count=config.max_receive_count,
+        )
+        self.layers = SharedLayers(self, "Layers")
+        self.poller = Poller(
+            self, "Poller", config=config, layers=self.layers, store=self.store, queues=self.queues
+        )
+        self.workers = Workers(
+            self, "Workers", config=config, layers=self.layers, store=self.store, queues=self.queues
+        )
+        self.api = Api(self, "Api", config=config, layers=self.layers, store=self.store, queues=self.queues)
+        Alarms(
+            self,
+            "Alarms",
+            queues=self.queues,
+            functions={
+                "api": self.api.function.function,
+                "poller": self.poller.function.function,
+                "worker": self.workers.function.function,
+            },
+        )
+        CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the API; paths start at /v1")

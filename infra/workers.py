@@ -1,0 +1,131 @@
+"""The worker: one function consuming the three priority queues, executing runs against targets."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_lambda_event_sources as event_sources
+from constructs import Construct
+
+from infra.config import PRIORITIES, SchedulerConfig
+from infra.function import SchedulerFunction
+from infra.job_store import JobStore
+from infra.layers import SharedLayers
+from infra.queues import SchedulerQueues
+
+
+class Workers(Construct):
+    """The worker function, with one SQS event source mapping per priority.
+
+    Capacity is weighted by each mapping's maximum concurrency (context `queue_capacity`):
+    HIGH gets the most, LOW still gets some, so low-priority work is never starved.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: SchedulerConfig,
+        layers: SharedLayers,
+        store: JobStore,
+        queues: SchedulerQueues,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = SchedulerFunction(
+            self,
+            "Worker",
+            name="worker",
+            description="Executes runs from the priority queues against their targets",
+            layers=layers.all,
+            log_level=config.log_level,
+            timeout=Duration.seconds(config.worker_timeout_seconds),
+            environment={
+                "JOBS_TABLE_NAME": store.jobs_table.table_name,
+                "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
+                **queues.url_environment(),
+                "DLQ_URL": queues.dead_letter_queue.queue_url,
+                # Whatever the worker puts in the due index (lease timers, retries past SQS's
+                # 900 s delay) must land in a shard some poller reads.
+                "SHARD_COUNT": str(config.shards),
+                # A started run belongs to its worker as long as its message stays invisible.
+                "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
+                "RUN_RETENTION_DAYS": str(config.run_retention_days),
+            },
+        )
+        self.function.allow(
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+            resources=[store.jobs_table.table_arn],
+        )
+        self.function.allow(
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            resources=[store.idempotency_table.table_arn],
+        )
+        # Retries are re-sent with a delay; spent runs get a record on the DLQ.
+        self.function.allow(
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn for queue in [*queues.priority_queues, queues.dead_letter_queue]],
+        )
+
+        for priority in PRIORITIES:
+            capacity = config.queue_capacity[priority]
+            # Also grants the mapping's receive, delete and change-visibility actions on the queue.
+            self.function.function.add_event_source(
+                event_sources.SqsEventSource(
+                    queues.by_priority[priority],
+                    batch_size=capacity.batch_size,
+                    max_batching_window=Duration.seconds(0),
+                    max_concurrency=capacity.max_concurrency,
+                    report_batch_item_failures=True,
+                )
+            )
+
+        # Job targets (DESIGN §7) are chosen at run time; by default any resource of the kind
+        # in this account and region: (context key, its value, action, service, resource).
+        target_kinds = [
+            ("target_queue_arns", config.target_queue_arns, "sqs:SendMessage", "sqs", "*"),
+            ("target_topic_arns", config.target_topic_arns, "sns:Publish", "sns", "*"),
+            (
+                "target_event_bus_arns",
+                config.target_event_bus_arns,
+                "events:PutEvents",
+                "events",
+                "event-bus/*",
+            ),
+            (
+                "target_function_arns",
+                config.target_function_arns,
+                "lambda:InvokeFunction",
+                "lambda",
+                "function:*",
+            ),
+        ]
+        for context_key, configured, action, service, resource in target_kinds:
+            self._allow_targets(context_key, configured, action, service, resource)
+
+    def _allow_targets(
+        self, context_key: str, configured: tuple[str, ...] | None, action: str, service: str, resource: str
+    ) -> None:
+        if configured is None:
+            resources = [
+                Stack.of(self).format_arn(
+                    service=service, resource=resource, arn_format=ArnFormat.NO_RESOURCE_NAME
+                )
+            ]
+            # The same ARN as cdk-nag prints it in its finding.
+            wildcards = [f"arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:{resource}"]
+            why = (
+                f"Job targets are chosen at run time by API callers, so by default the worker may "
+                f"{action} to any such resource in its own account and region (never another "
+                f"account's). Narrow it with the CDK context '{context_key}'."
+            )
+        elif not configured:
+            return
+        else:
+            resources = list(configured)
+            wildcards = [arn for arn in resources if "*" in arn]
+            why = f"The deployer chose these target ARN patterns in the CDK context '{context_key}'."
+        self.function.allow(actions=[action], resources=resources)
+        for arn in wildcards:
+            Validations.of(self.function.role).acknowledge(
+                Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn}]", reason=why)
+            )

@@ -1,0 +1,76 @@
+"""Synthesizes the CDK app once per session (about 10 s); every infra test reads that result."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, CfnElement
+from aws_cdk.assertions import Template
+from constructs import IConstruct
+
+from infra.app import build_app
+from infra.config import SchedulerConfig
+from infra.stack import SchedulerStack
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """One synthesized app: its construct tree, template and cdk-nag validation report."""
+
+    app: App
+    stack: SchedulerStack
+    template_path: Path
+    template: Template
+    validation_report: Mapping[str, Any]
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self.stack.config
+
+    def resources(self, resource_type: str) -> Mapping[str, Any]:
+        """Logical id → resource, for every resource of `resource_type`."""
+        return self.template.find_resources(resource_type)
+
+    def logical_id(self, construct: IConstruct) -> str:
+        """The logical id of an L2 construct's CloudFormation resource."""
+        element = construct.node.default_child
+        assert isinstance(element, CfnElement), construct.node.path
+        return self.stack.resolve(self.stack.get_logical_id(element))  # type: ignore[no-any-return]
+
+    @property
+    def function_ids(self) -> dict[str, str]:
+        """`api` / `poller` / `worker` → the logical id of that Lambda function."""
+        return {
+            "api": self.logical_id(self.stack.api.function.function),
+            "poller": self.logical_id(self.stack.poller.function.function),
+            "worker": self.logical_id(self.stack.workers.function.function),
+        }
+
+    def function(self, name: str) -> Mapping[str, Any]:
+        """The AWS::Lambda::Function resource of `api`, `poller` or `worker`."""
+        return self.resources("AWS::Lambda::Function")[self.function_ids[name]]  # type: ignore[no-any-return]
+
+
+def synthesize(outdir: Path, context: Mapping[str, Any] | None = None) -> Synthesis:
+    """Build and synthesize the app into `outdir` (cdk-nag runs here and fails on findings)."""
+    app, stack = build_app(outdir=str(outdir), context=context)
+    assembly = app.synth()
+    template_path = Path(assembly.directory) / stack.template_file
+    return Synthesis(
+        app=app,
+        stack=stack,
+        template_path=template_path,
+        template=Template.from_json(json.loads(template_path.read_text())),
+        validation_report=json.loads((Path(assembly.directory) / "validation-report.json").read_text()),
+    )
+
+
+@pytest.fixture(scope="session")
+def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
+    """The app with cdk.json's default context."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))

@@ -1,0 +1,113 @@
+"""cdk-nag (AWS Solutions) and cfn-lint on the synthesized template."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Validations
+
+from tests.infra.conftest import Synthesis
+
+# cfn-lint warnings the template may have, and why.
+ALLOWED_LINT_WARNINGS = {
+    # lambda.Function always adds DependsOn on its role and the role's policy, so the function
+    # is only created once it may write logs; the role part repeats the Role GetAtt. Harmless.
+    "W3005",
+}
+
+
+def _acknowledgements(synthesis: Synthesis) -> dict[tuple[str, str], str]:
+    """(construct path, acknowledged id) → reason, for every acknowledgement in the app."""
+    found: dict[tuple[str, str], str] = {}
+    for construct in synthesis.app.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                for rule_id, reason in entry.data.items():
+                    found[(construct.node.path, rule_id)] = reason
+    return found
+
+
+def _suppressed(synthesis: Synthesis) -> list[dict[str, Any]]:
+    return [
+        violation
+        for report in synthesis.validation_report["pluginReports"]
+        for violation in report.get("suppressedViolations", [])
+    ]
+
+
+def test_cdk_nag_reports_no_unacknowledged_finding(synthesis: Synthesis) -> None:
+    reports = synthesis.validation_report["pluginReports"]
+    assert [report["pluginName"] for report in reports] == ["AwsSolutions"]
+    for report in reports:
+        assert report["conclusion"] == "success"
+        assert report["violations"] == []
+
+
+def test_every_acknowledged_finding_states_a_reason(synthesis: Synthesis) -> None:
+    suppressed = _suppressed(synthesis)
+    assert suppressed
+    for violation in suppressed:
+        assert len(violation["reason"].split()) >= 8, violation["acknowledgedId"]
+
+
+def test_every_acknowledgement_is_for_a_finding_that_exists(synthesis: Synthesis) -> None:
+    acknowledgements = _acknowledgements(synthesis)
+    used = {
+        (violation["acknowledgedAt"], violation["acknowledgedId"]) for violation in _suppressed(synthesis)
+    }
+    assert set(acknowledgements) == used
+    assert all(reason.strip() for reason in acknowledgements.values())
+
+
+def test_acknowledged_findings_are_the_reviewed_ones(synthesis: Synthesis) -> None:
+    findings = {
+        (violation["acknowledgedAt"].removeprefix("ServerlessScheduler/"), violation["ruleName"])
+        for violation in _suppressed(synthesis)
+    }
+    in_account = "arn:<AWS::Partition>:{}:<AWS::Region>:<AWS::AccountId>:{}"
+    worker_targets = {
+        ("Workers/Worker/Role", f"AwsSolutions-IAM5[Resource::{in_account.format(service, resource)}]")
+        for service, resource in (
+            ("sqs", "*"),
+            ("sns", "*"),
+            ("events", "event-bus/*"),
+            ("lambda", "function:*"),
+        )
+    }
+    assert findings == {
+        ("Api/Api/Role", "AwsSolutions-IAM5[Resource::*]"),
+        ("Poller/Poller/Role", "AwsSolutions-IAM5[Resource::*]"),
+        ("Workers/Worker/Role", "AwsSolutions-IAM5[Resource::*]"),
+        *worker_targets,
+        ("Api/RestApi", "AwsSolutions-COG4"),
+        ("Api/RestApi", "AwsSolutions-APIG2"),
+        ("Api/RestApi/DeploymentStage.prod", "AwsSolutions-APIG3"),
+        (
+            "Api/RestApi/CloudWatchRole",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AmazonAPIGatewayPushToCloudWatchLogs]",
+        ),
+    }
+
+
+def test_cfn_lint_finds_no_errors_and_only_the_allowed_warnings(synthesis: Synthesis) -> None:
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run(
+        [str(cfn_lint), "--format", "json", str(synthesis.template_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    matches = json.loads(result.stdout or "[]")
+    errors = [m for m in matches if m["Level"] == "Error"]
+    warnings = [
+        m for m in matches if m["Level"] == "Warning" and m["Rule"]["Id"] not in ALLOWED_LINT_WARNINGS
+    ]
+    assert errors == []
+    assert warnings == []
+    # cfn-lint exits 0, or 4 when it found warnings only; anything else is a crash or an error.
+    assert result.returncode in (0, 4), result.stderr

@@ -1,0 +1,86 @@
+"""Context settings (no synthesis): defaults from cdk.json, overrides, and their bounds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+
+from infra import layers
+from infra.build_deps_layer import pip_command
+from infra.config import LAMBDA_PYTHON_VERSION, ConfigError, SchedulerConfig, cdk_json_context
+
+
+def _config(**overrides: Any) -> SchedulerConfig:
+    return SchedulerConfig.from_context(App(context={**cdk_json_context(), **overrides}).node)
+
+
+def test_cdk_json_holds_the_documented_defaults() -> None:
+    config = _config()
+    assert config.shards == 4
+    assert config.worker_timeout_seconds == 90
+    assert config.visibility_timeout_seconds == 540
+    assert config.max_receive_count == 5
+    assert config.run_retention_days == 30
+    assert config.lookahead_seconds == 120
+    assert {p: (c.batch_size, c.max_concurrency) for p, c in config.queue_capacity.items()} == {
+        "HIGH": (10, 20),
+        "NORMAL": (10, 10),
+        "LOW": (10, 4),
+    }
+    assert config.target_queue_arns is None
+
+
+def test_cli_style_string_overrides_are_parsed() -> None:
+    config = _config(
+        shards="7",
+        queue_capacity=(
+            '{"HIGH": {"batch_size": 5, "max_concurrency": 50}, '
+            '"NORMAL": {"batch_size": 10, "max_concurrency": 10}, '
+            '"LOW": {"batch_size": 1, "max_concurrency": 2}}'
+        ),
+        target_queue_arns='["arn:aws:sqs:eu-west-1:111122223333:callbacks"]',
+    )
+    assert config.shards == 7
+    assert config.queue_capacity["HIGH"].max_concurrency == 50
+    assert config.target_queue_arns == ("arn:aws:sqs:eu-west-1:111122223333:callbacks",)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"shards": 0},
+        {"max_receive_count": 4},
+        {"worker_timeout_seconds": 901},
+        {"lookahead_seconds": 30},
+        {"log_level": "VERBOSE"},
+        {"queue_capacity": {"HIGH": {"batch_size": 10, "max_concurrency": 1}}},
+        {
+            "queue_capacity": {
+                "HIGH": {"batch_size": 10, "max_concurrency": 20},
+                "NORMAL": {"batch_size": 10, "max_concurrency": 10},
+                "LOW": {"batch_size": 10, "max_concurrency": 1},
+            }
+        },
+        {"target_queue_arns": "arn:aws:sqs:eu-west-1:111122223333:not-a-list"},
+    ],
+)
+def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        _config(**override)
+
+
+def test_synth_without_the_deps_layer_tells_you_to_run_make_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setattr(layers, "DEPS_LAYER_BUILT", tmp_path / "python" / ".built")
+    with pytest.raises(layers.MissingDepsLayerError, match="make install"):
+        layers.SharedLayers(Stack(App(), "Stack"), "Layers")
+
+
+def test_deps_layer_is_built_from_wheels_for_the_functions_python() -> None:
+    command = pip_command("/tmp/target")
+    assert command[command.index("--python-version") + 1] == LAMBDA_PYTHON_VERSION
+    assert command[command.index("--platform") + 1] == "manylinux2014_x86_64"
+    assert "--only-binary=:all:" in command

@@ -1,0 +1,134 @@
+"""The three Lambda functions: runtime, layers, logs, tracing and environment."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_lambda as lambda_
+
+from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES
+from scheduler_core.model import Priority
+from scheduler_core.settings import Settings
+from tests.infra.conftest import Synthesis
+
+POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
+QUEUE_URLS = {"QUEUE_URL_HIGH", "QUEUE_URL_NORMAL", "QUEUE_URL_LOW"}
+EXPECTED_ENVIRONMENT = {
+    "api": {"JOBS_TABLE_NAME", *QUEUE_URLS, "SHARD_COUNT", "LOOKAHEAD_SECONDS", "RUN_RETENTION_DAYS"},
+    "poller": {"JOBS_TABLE_NAME", *QUEUE_URLS, "SHARD_COUNT", "LOOKAHEAD_SECONDS", "RUN_RETENTION_DAYS"},
+    "worker": {
+        "JOBS_TABLE_NAME",
+        "IDEMPOTENCY_TABLE_NAME",
+        *QUEUE_URLS,
+        "DLQ_URL",
+        "SHARD_COUNT",
+        "RUN_LEASE_SECONDS",
+        "RUN_RETENTION_DAYS",
+    },
+}
+
+
+def _newest_python_runtime() -> str:
+    def version(runtime: lambda_.Runtime) -> tuple[int, ...]:
+        return tuple(int(part) for part in runtime.name.removeprefix("python").split("."))
+
+    python = [runtime for runtime in lambda_.Runtime.ALL if runtime.family == lambda_.RuntimeFamily.PYTHON]
+    return max(python, key=version).name
+
+
+def test_functions_run_on_the_newest_python_runtime_cdk_offers(synthesis: Synthesis) -> None:
+    newest = _newest_python_runtime()
+    assert newest == f"python{LAMBDA_PYTHON_VERSION}"
+    for name in EXPECTED_ENVIRONMENT:
+        properties = synthesis.function(name)["Properties"]
+        assert properties["Runtime"] == newest, name
+        assert properties["Architectures"] == ["x86_64"], name
+    for layer in synthesis.resources("AWS::Lambda::LayerVersion").values():
+        assert layer["Properties"]["CompatibleRuntimes"] == [newest]
+
+
+def test_every_function_gets_the_core_and_deps_layers(synthesis: Synthesis) -> None:
+    shared = synthesis.stack.layers
+    layers = [{"Ref": synthesis.logical_id(shared.core)}, {"Ref": synthesis.logical_id(shared.deps)}]
+    for name in EXPECTED_ENVIRONMENT:
+        properties = synthesis.function(name)["Properties"]
+        assert properties["Handler"] == "handler.handler", name
+        assert properties["Layers"] == layers, name
+
+
+def test_every_function_is_traced_and_logs_to_its_own_log_group_with_retention(synthesis: Synthesis) -> None:
+    log_groups = synthesis.resources("AWS::Logs::LogGroup")
+    used = []
+    for name in EXPECTED_ENVIRONMENT:
+        properties = synthesis.function(name)["Properties"]
+        assert properties["TracingConfig"] == {"Mode": "Active"}, name
+        log_group_id = properties["LoggingConfig"]["LogGroup"]["Ref"]
+        assert log_groups[log_group_id]["Properties"]["RetentionInDays"] == 30, name
+        used.append(log_group_id)
+    assert len(set(used)) == 3
+
+
+def test_every_function_has_exactly_the_environment_it_reads(synthesis: Synthesis) -> None:
+    for name, expected in EXPECTED_ENVIRONMENT.items():
+        variables = synthesis.function(name)["Properties"]["Environment"]["Variables"]
+        assert set(variables) == expected | POWERTOOLS, name
+        assert variables["POWERTOOLS_SERVICE_NAME"] == f"scheduler-{name}"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "ServerlessScheduler"
+        assert variables["POWERTOOLS_LOG_LEVEL"] == "INFO"
+
+
+def test_environment_names_are_the_settings_models_aliases(synthesis: Synthesis) -> None:
+    aliases = {field.alias for field in Settings.model_fields.values()}
+    for name in EXPECTED_ENVIRONMENT:
+        variables = set(synthesis.function(name)["Properties"]["Environment"]["Variables"])
+        assert variables - POWERTOOLS <= aliases, name
+
+
+def test_environment_points_at_this_stacks_tables_and_queues(synthesis: Synthesis) -> None:
+    stack = synthesis.stack
+    refs = {
+        "JOBS_TABLE_NAME": stack.store.jobs_table,
+        "IDEMPOTENCY_TABLE_NAME": stack.store.idempotency_table,
+        "DLQ_URL": stack.queues.dead_letter_queue,
+        **{f"QUEUE_URL_{priority}": queue for priority, queue in stack.queues.by_priority.items()},
+    }
+    for name in EXPECTED_ENVIRONMENT:
+        variables = synthesis.function(name)["Properties"]["Environment"]["Variables"]
+        for variable, construct in refs.items():
+            if variable in variables:
+                assert variables[variable] == {"Ref": synthesis.logical_id(construct)}, (name, variable)
+
+
+def test_numbers_in_the_environment_come_from_the_context(synthesis: Synthesis) -> None:
+    config = synthesis.config
+    api, poller, worker = (
+        synthesis.function(name)["Properties"]["Environment"]["Variables"]
+        for name in ("api", "poller", "worker")
+    )
+    for variables in (api, poller, worker):
+        assert variables["SHARD_COUNT"] == str(config.shards) == "4"
+    for variables in (api, poller):
+        assert variables["LOOKAHEAD_SECONDS"] == str(config.lookahead_seconds) == "120"
+    for variables in (api, poller, worker):
+        assert variables["RUN_RETENTION_DAYS"] == str(config.run_retention_days) == "30"
+
+
+def test_the_run_lease_is_the_queues_visibility_timeout(synthesis: Synthesis) -> None:
+    lease = synthesis.function("worker")["Properties"]["Environment"]["Variables"]["RUN_LEASE_SECONDS"]
+    timeouts = {
+        queue["Properties"]["VisibilityTimeout"]
+        for queue in synthesis.resources("AWS::SQS::Queue").values()
+        if "RedrivePolicy" in queue["Properties"]
+    }
+    assert timeouts == {int(lease)}
+    worker_timeout = synthesis.function("worker")["Properties"]["Timeout"]
+    assert worker_timeout == synthesis.config.worker_timeout_seconds == 90
+
+
+def test_queue_priorities_are_the_domains_priorities() -> None:
+    assert tuple(priority.value for priority in Priority) == PRIORITIES
+
+
+def test_nothing_needs_a_custom_resource(synthesis: Synthesis) -> None:
+    # moto's CloudFormation cannot run custom resources (log retention, auto-delete, ...).
+    types = {resource["Type"] for resource in synthesis.template.to_json()["Resources"].values()}
+    assert not {t for t in types if t.startswith("Custom::") or t == "AWS::CloudFormation::CustomResource"}
+    assert len(synthesis.resources("AWS::Lambda::Function")) == 3
