@@ -41,6 +41,7 @@ def handler(
     # A batch of nothing but poison messages is still reported item by item, not as a
     # function error: the redrive policy dead-letters them without tripping error alarms.
     processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    metrics.add_metric(name="RecordsReceived", unit="Count", value=len(event.get("Records", [])))
     return async_process_partial_response(
         event=event,
         record_handler=record_handler_for(executor or default_run_executor()),
