@@ -43,6 +43,11 @@ infra-test: install
 synth: install
 	$(PY) -m infra.synth
 
+# The whole stack on this machine, offline: API on http://127.0.0.1:8080 (PORT=0: any port).
+PORT ?= 8080
+run: install
+	$(PY) -m infra.local --port $(PORT)
+
 # Deploy to the AWS account of your current credentials.
 deploy: install
 	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never

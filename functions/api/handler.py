@@ -161,6 +161,18 @@ def _oversized(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
     }
 
 
+def _as_json(event: dict[str, Any]) -> dict[str, Any]:
+    """The API speaks only JSON: a body is parsed as JSON whatever its Content-Type says
+    (`curl -d` sends form-urlencoded), so a non-JSON body is a 400 "not valid JSON"."""
+    if not event.get("body"):
+        return event
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != "content-type"}
+    headers["Content-Type"] = content_types.APPLICATION_JSON
+    multi["Content-Type"] = [content_types.APPLICATION_JSON]
+    return event | {"headers": headers, "multiValueHeaders": multi}
+
+
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | None = None) -> dict[str, Any]:
@@ -169,4 +181,4 @@ def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | No
     if too_large is not None:
         return too_large
     app.append_context(jobs=jobs or default_job_service())
-    return app.resolve(event, context)
+    return app.resolve(_as_json(event), context)

@@ -150,3 +150,11 @@ def test_a_request_without_an_iam_identity_is_a_403(cloud: SchedulerHarness) -> 
     reply = cloud.call("POST", "/v1/jobs", VALID, caller=None)
     assert reply.status == 403
     assert "SigV4" in reply.body["error"]["message"]
+
+
+def test_a_json_body_sent_as_form_data_is_read_as_json(cloud: SchedulerHarness) -> None:
+    """`curl -d` says application/x-www-form-urlencoded; the API speaks only JSON."""
+    reply = cloud.call(
+        "POST", "/v1/jobs", VALID, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert reply.status == 201, reply.body

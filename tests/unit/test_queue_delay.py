@@ -23,3 +23,16 @@ NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 )
 def test_delay_is_the_whole_seconds_left_clamped_to_what_sqs_takes(fire_in: timedelta, delay: int) -> None:
     assert delay_seconds(NOW + fire_in, NOW) == delay
+
+
+@pytest.mark.parametrize(
+    ("fire_in", "delay"),
+    [
+        (timedelta(seconds=10, milliseconds=300), 9),
+        (timedelta(seconds=1, milliseconds=500), 0),
+        (timedelta(seconds=0), 0),
+        (timedelta(seconds=1000), 900),
+    ],
+)
+def test_a_lead_makes_the_message_visible_that_many_seconds_early(fire_in: timedelta, delay: int) -> None:
+    assert delay_seconds(NOW + fire_in, NOW, lead_seconds=1) == delay

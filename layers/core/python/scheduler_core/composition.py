@@ -25,7 +25,11 @@ def build_store(settings: Settings, clients: AwsClients) -> DynamoJobStore:
 
 
 def build_dispatcher(settings: Settings, clients: AwsClients, clock: Clock) -> Dispatcher:
-    queue = SqsRunQueue(clients, {priority: settings.queue_url(priority) for priority in Priority})
+    queue = SqsRunQueue(
+        clients,
+        {priority: settings.queue_url(priority) for priority in Priority},
+        settings.delivery_lead_seconds,
+    )
     policy = PollPolicy(
         lookahead=timedelta(seconds=settings.lookahead_seconds),
         grace=timedelta(seconds=settings.poll_grace_seconds),

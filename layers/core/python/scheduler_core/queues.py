@@ -17,9 +17,12 @@ MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
 BATCH_SIZE = 10  # SQS's ceiling for SendMessageBatch
 
 
-def delay_seconds(fire_at: datetime, now: datetime) -> int:
-    """Whole seconds until `fire_at`, floored and clamped to what SQS accepts (0..900)."""
-    return max(0, min(MAX_DELAY_SECONDS, math.floor((fire_at - now).total_seconds())))
+def delay_seconds(fire_at: datetime, now: datetime, lead_seconds: int = 0) -> int:
+    """Whole seconds until `lead_seconds` before `fire_at`, floored and clamped to what SQS
+    accepts (0..900). The lead makes the message visible early: queue pollers notice delayed
+    messages only about once a second, and the worker waits out the rest itself."""
+    seconds = math.floor((fire_at - now).total_seconds()) - lead_seconds
+    return max(0, min(MAX_DELAY_SECONDS, seconds))
 
 
 def run_message(run: Run) -> RunMessage:
@@ -31,9 +34,10 @@ def run_message(run: Run) -> RunMessage:
 class SqsRunQueue:
     """`RunQueue` on the three priority queues."""
 
-    def __init__(self, clients: AwsClients, queue_urls: dict[Priority, str]) -> None:
+    def __init__(self, clients: AwsClients, queue_urls: dict[Priority, str], lead_seconds: int = 1) -> None:
         self._clients = clients
         self._urls = queue_urls
+        self._lead = lead_seconds
 
     def send_runs(self, runs: list[Run], now: datetime) -> list[Run]:
         by_priority: dict[Priority, list[Run]] = defaultdict(list)
@@ -50,7 +54,7 @@ class SqsRunQueue:
             {
                 "Id": str(position),
                 "MessageBody": run_message(run).model_dump_json(),
-                "DelaySeconds": delay_seconds(run.scheduled_for, now),
+                "DelaySeconds": delay_seconds(run.scheduled_for, now, self._lead),
             }
             for position, run in enumerate(batch)
         ]

@@ -1,0 +1,221 @@
+"""API Gateway (REST, Lambda proxy integration) as an HTTP server on loopback.
+
+Routes come from the deployed REST API's resources and methods. A request becomes a v1
+proxy event for the integrated function. Methods with AWS_IAM authorization get the
+local caller as their IAM identity: `--caller` by default, or the `X-Local-Caller` header
+(an ARN, or a bare name for `arn:aws:iam::<account>:user/<name>`) to act as someone else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from infra.local.functions import FunctionError, FunctionHost
+
+CALLER_HEADER = "X-Local-Caller"
+_INTEGRATION = re.compile(r"functions/(arn:[^/]+)/invocations")
+
+
+@dataclass(frozen=True)
+class Route:
+    api_id: str
+    resource: str  # e.g. /v1/jobs/{job_id}
+    method: str  # GET, POST, ..., ANY
+    function_arn: str
+    authorization: str
+    pattern: re.Pattern[str]
+    specificity: tuple[int, int]  # literal segments, then non-greedy parameters
+
+    def matches(self, path: str) -> dict[str, str] | None:
+        match = self.pattern.fullmatch(path)
+        return None if match is None else {k: unquote(v) for k, v in match.groupdict().items()}
+
+
+def route_for(api_id: str, resource: str, method: str, function_arn: str, authorization: str) -> Route:
+    parts, literal, params = [], 0, 0
+    for segment in resource.strip("/").split("/") if resource != "/" else []:
+        if segment.startswith("{") and segment.endswith("+}"):
+            parts.append(f"(?P<{segment[1:-2]}>.+)")
+        elif segment.startswith("{") and segment.endswith("}"):
+            parts.append(f"(?P<{segment[1:-1]}>[^/]+)")
+            params += 1
+        else:
+            parts.append(re.escape(segment))
+            literal += 1
+    pattern = re.compile("/" + "/".join(parts))
+    return Route(api_id, resource, method, function_arn, authorization, pattern, (literal, params))
+
+
+def deployed_routes(aws: Any) -> list[Route]:
+    gateway = aws.client("apigateway")
+    routes = []
+    for api in gateway.get_rest_apis()["items"]:
+        for resource in gateway.get_resources(restApiId=api["id"], limit=500)["items"]:
+            for method in resource.get("resourceMethods") or {}:
+                detail = gateway.get_method(restApiId=api["id"], resourceId=resource["id"], httpMethod=method)
+                found = _INTEGRATION.search((detail.get("methodIntegration") or {}).get("uri", ""))
+                if found:
+                    routes.append(
+                        route_for(
+                            api["id"], resource["path"], method, found.group(1), detail["authorizationType"]
+                        )
+                    )
+    return routes
+
+
+def caller_arn(value: str, account: str) -> str:
+    return value if value.startswith("arn:") else f"arn:aws:iam::{account}:user/{value}"
+
+
+class ApiGateway:
+    def __init__(
+        self,
+        routes: list[Route],
+        hosts: dict[str, FunctionHost],
+        host: str,
+        port: int,
+        stage: str,
+        default_caller: str,
+        account: str,
+        on_error: Callable[[str, str], None],
+    ) -> None:
+        # Most specific first, as API Gateway matches: literal segments, then {param}, then {proxy+}.
+        self._routes = sorted(routes, key=lambda r: r.specificity, reverse=True)
+        self._hosts = hosts
+        self._stage = stage
+        self._default_caller = default_caller
+        self._account = account
+        self._on_error = on_error
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, headers, payload = gateway.handle(self.command, self.path, dict(self.headers), body)
+                self.send_response(status)
+                for name, value in headers.items():
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://{host}:{self._server.server_address[1]}"
+
+    def start(self) -> None:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        for route in self._routes:
+            if route.method in (method, "ANY"):
+                params = route.matches(path)
+                if params is not None:
+                    return route, params
+        return None
+
+    def handle(
+        self, method: str, raw_path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        url = urlsplit(raw_path)
+        path = url.path
+        # Both /v1/... and /<stage>/v1/... work, so URLs copied from AWS work locally too.
+        if path == f"/{self._stage}" or path.startswith(f"/{self._stage}/"):
+            path = path[len(self._stage) + 1 :] or "/"
+        found = self._match(method, path)
+        if found is None:
+            return _json(403, {"message": "Missing Authentication Token"})
+        route, params = found
+        event = self._event(route, method, path, url.query, headers, body, params)
+        try:
+            reply = self._hosts[route.function_arn].invoke(event)
+        except FunctionError as error:
+            self._on_error(route.function_arn, str(error))
+            return _json(502, {"message": "Internal server error"})
+        if not isinstance(reply, dict) or "statusCode" not in reply:
+            self._on_error(route.function_arn, "malformed Lambda proxy response")
+            return _json(502, {"message": "Internal server error"})
+        out_headers = {k: str(v) for k, v in (reply.get("headers") or {}).items()}
+        for name, values in (reply.get("multiValueHeaders") or {}).items():
+            out_headers[name] = ", ".join(str(v) for v in values)
+        text = reply.get("body") or ""
+        payload = base64.b64decode(text) if reply.get("isBase64Encoded") else str(text).encode()
+        return int(reply["statusCode"]), out_headers, payload
+
+    def _event(
+        self,
+        route: Route,
+        method: str,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        body: bytes,
+        params: dict[str, str],
+    ) -> dict[str, Any]:
+        multi_query = parse_qs(query, keep_blank_values=True)
+        caller = headers.pop(CALLER_HEADER, None) or headers.pop(CALLER_HEADER.lower(), None)
+        identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent")}
+        if route.authorization == "AWS_IAM":
+            arn = caller_arn(caller or self._default_caller, self._account)
+            identity |= {
+                "userArn": arn,
+                "caller": arn.rsplit("/", 1)[-1],
+                "user": arn.rsplit("/", 1)[-1],
+                "accountId": self._account,
+            }
+        try:
+            text, encoded = body.decode(), False
+        except UnicodeDecodeError:
+            text, encoded = base64.b64encode(body).decode(), True
+        return {
+            "resource": route.resource,
+            "path": path,
+            "httpMethod": method,
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
+            "multiValueQueryStringParameters": multi_query or None,
+            "pathParameters": params or None,
+            "stageVariables": None,
+            "requestContext": {
+                "accountId": self._account,
+                "apiId": route.api_id,
+                "resourcePath": route.resource,
+                "httpMethod": method,
+                "path": f"/{self._stage}{path}",
+                "stage": self._stage,
+                "requestId": str(uuid.uuid4()),
+                "requestTimeEpoch": int(time.time() * 1000),
+                "identity": identity,
+                "protocol": "HTTP/1.1",
+            },
+            "body": text if body else None,
+            "isBase64Encoded": encoded,
+        }
+
+
+def _json(status: int, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()

@@ -1,0 +1,133 @@
+"""SQS event source mappings: long-poll the queue, hand batches to the function, at most
+`MaximumConcurrency` batches at once; with `ReportBatchItemFailures`, delete what the
+function did not report failed; a function error leaves the whole batch to the queue's
+visibility timeout (and from there to its redrive policy)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from infra.local.functions import FunctionError, FunctionHost
+
+LONG_POLL_SECONDS = 2  # short enough to stop promptly; moto wakes at once on new messages
+
+
+def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    """A received message as Lambda puts it in an SQS event."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value["DataType"],
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+class SqsEventSource:
+    def __init__(
+        self,
+        aws: Any,
+        mapping: dict[str, Any],
+        host: FunctionHost,
+        on_error: Callable[[str, str], None],
+    ) -> None:
+        self._sqs = aws.client("sqs")
+        self.queue_arn: str = mapping["EventSourceArn"]
+        _, _, _, self._region, account, name = self.queue_arn.split(":")
+        self.queue_url: str = self._sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)[
+            "QueueUrl"
+        ]
+        self.batch_size = int(mapping.get("BatchSize") or 10)
+        self.max_concurrency = int(
+            (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency") or host.spec.concurrency
+        )
+        self.reports_item_failures = "ReportBatchItemFailures" in (mapping.get("FunctionResponseTypes") or [])
+        self._host = host
+        self._on_error = on_error
+        self._slots = threading.Semaphore(self.max_concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix=f"esm-{name}")
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._slots.acquire()
+            try:
+                messages = self._sqs.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=self.batch_size,
+                    WaitTimeSeconds=LONG_POLL_SECONDS,
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+            except (BotoCoreError, ClientError) as error:
+                self._slots.release()
+                if not self._stop.is_set():
+                    self._on_error(self.queue_arn, f"receive failed: {error}")
+                    self._stop.wait(1)
+                continue
+            if not messages:
+                self._slots.release()
+                continue
+            self._pool.submit(self._deliver, messages)
+
+    def _deliver(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            event = {"Records": [sqs_record(m, self.queue_arn, self._region) for m in messages]}
+            try:
+                result = self._host.invoke(event)
+            except FunctionError as error:
+                self._on_error(self.queue_arn, f"function error, batch left on the queue: {error}")
+                return
+            failed: set[str] = set()
+            if self.reports_item_failures and isinstance(result, dict):
+                failed = {item["itemIdentifier"] for item in result.get("batchItemFailures") or []}
+            done = [m for m in messages if m["MessageId"] not in failed]
+            if done:
+                self._sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                )
+        except (BotoCoreError, ClientError) as error:
+            if not self._stop.is_set():
+                self._on_error(self.queue_arn, f"delete failed: {error}")
+        finally:
+            self._slots.release()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def event_sources(
+    aws: Any, hosts: dict[str, FunctionHost], on_error: Callable[[str, str], None]
+) -> list[SqsEventSource]:
+    """Every enabled SQS event source mapping of the deployed functions."""
+    mappings = aws.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    return [
+        SqsEventSource(aws, mapping, hosts[mapping["FunctionArn"]], on_error)
+        for mapping in mappings
+        if mapping["FunctionArn"] in hosts
+        and mapping.get("EventSourceArn", "").startswith("arn:aws:sqs:")
+        and mapping.get("State", "Enabled") in ("Enabled", "Enabling", "Creating")
+    ]
