@@ -25,7 +25,7 @@ import boto3
 from botocore.config import Config
 
 from infra.config import REPO_ROOT
-from infra.local.functions import FunctionSpec, _die_with_parent
+from infra.local.functions import FunctionSpec, die_with_parent
 
 REGION = "us-east-1"
 FAKE_CREDENTIALS = {
@@ -98,7 +98,7 @@ class MotoServer:
             [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # started by the local cloud's starting thread
         )
         wait_for_port(host, port)
 

@@ -46,8 +46,11 @@ class FunctionError(Exception):
         self.body = body
 
 
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM when the local cloud dies, even by SIGKILL."""
+def die_with_parent() -> None:
+    """Linux: the child gets SIGTERM when its parent dies, even by SIGKILL.
+
+    Beware: the "parent" is the *thread* that started the child. Only use it for children
+    started by a thread that lives as long as the local cloud (its starting thread)."""
     with contextlib.suppress(OSError):  # not Linux: Ctrl-C still stops children through stop()
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -76,7 +79,8 @@ class RuntimeProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_die_with_parent,
+            # No die_with_parent here: instances are started by short-lived threads. An
+            # instance serves its stdin, so it exits at EOF when the local cloud is gone.
         )
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         assert self._process.stdout is not None
@@ -88,7 +92,8 @@ class RuntimeProcess:
         ready = self._replies.get(timeout=60) or {"errorMessage": "the runtime process exited while starting"}
         if not ready.get("ready"):
             self.stop()
-            raise FunctionError({"errorType": "Runtime.InitError"} | ready)
+            cause = f"{ready.get('errorType', 'Error')}: {ready.get('errorMessage')}"
+            raise FunctionError({"errorType": "Runtime.InitError", "errorMessage": cause})
 
     @staticmethod
     def _pump(
@@ -150,6 +155,7 @@ class FunctionHost:
         self._log = log
         self._idle: list[RuntimeProcess] = []
         self._all: list[RuntimeProcess] = []
+        self._slots_taken = 0  # instances running or starting
         self._free = threading.Condition()
         self._stopped = False
 
@@ -169,21 +175,34 @@ class FunctionHost:
                     instance = self._idle.pop()
                     if instance.alive:
                         return instance
-                    self._all.remove(instance)
-                if len(self._all) < self.spec.concurrency:
+                    self._forget(instance)
+                if self._slots_taken < self.spec.concurrency:
+                    self._slots_taken += 1  # reserved before starting, so no two callers overshoot
                     break
                 self._free.wait()
-        instance = RuntimeProcess(self.spec, self._base_env, self._log)
+        try:
+            instance = RuntimeProcess(self.spec, self._base_env, self._log)
+        except BaseException:
+            with self._free:
+                self._slots_taken -= 1
+                self._free.notify()
+            raise
         with self._free:
             self._all.append(instance)
         return instance
+
+    def _forget(self, instance: RuntimeProcess) -> None:
+        """Caller holds the lock: a dead instance gives its slot back."""
+        if instance in self._all:
+            self._all.remove(instance)
+            self._slots_taken -= 1
 
     def _release(self, instance: RuntimeProcess) -> None:
         with self._free:
             if instance.alive and not self._stopped:
                 self._idle.append(instance)
-            elif instance in self._all:
-                self._all.remove(instance)
+            else:
+                self._forget(instance)
             self._free.notify()
 
     def invoke(self, event: Any) -> Any:
