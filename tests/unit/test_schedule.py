@@ -13,6 +13,7 @@ from scheduler_core.model import ScheduleSpec
 from scheduler_core.schedule import (
     NeverFires,
     first_fire_at,
+    latest_fire_at_or_before,
     next_cron_after,
     next_fire_after,
     next_rate_after,
@@ -90,10 +91,10 @@ def test_first_firing_of_a_future_at_is_that_time() -> None:
     assert first_fire_at(ScheduleSpec(at=NOON), anchor=now, now=now) == NOON
 
 
-def test_first_firing_of_an_at_already_in_the_past_is_now() -> None:
+def test_an_at_already_in_the_past_keeps_its_time_so_its_lateness_shows() -> None:
     now = NOON + timedelta(seconds=3)
 
-    assert first_fire_at(ScheduleSpec(at=NOON), anchor=now, now=now) == now
+    assert first_fire_at(ScheduleSpec(at=NOON), anchor=now, now=now) == NOON
 
 
 # --- cron: 5 fields, UTC, strictly after --------------------------------------------
@@ -397,3 +398,47 @@ def test_rate_yields_the_first_anchor_plus_k_intervals_strictly_after(
 @pytest.mark.parametrize("expression", ["0 9 * * THU", "0 0 1 MAR *", "0 9 * * MON-FRI", "0 0 * MAR-APR THU"])
 def test_month_and_day_names_containing_r_or_h_are_still_valid(expression: str) -> None:
     validate_cron(expression)
+
+
+# --- latest firing at or before a time (collapsing missed firings) ----------------------
+
+
+def test_latest_cron_firing_includes_an_exact_mark() -> None:
+    spec = ScheduleSpec(cron="*/5 * * * *")
+    assert latest_fire_at_or_before(spec, NOON, utc(2025, 1, 1, 12, 10)) == utc(2025, 1, 1, 12, 10)
+    assert latest_fire_at_or_before(spec, NOON, utc(2025, 1, 1, 12, 14, 59)) == utc(2025, 1, 1, 12, 10)
+
+
+def test_latest_cron_firing_after_a_long_outage_is_one_step() -> None:
+    spec = ScheduleSpec(cron="* * * * *")
+    when = utc(2025, 3, 1, 7, 31, 20)
+    assert latest_fire_at_or_before(spec, NOON, when) == utc(2025, 3, 1, 7, 31)
+
+
+def test_latest_rate_firing_counts_from_the_anchor() -> None:
+    spec = ScheduleSpec(rate="10 minutes")
+    assert latest_fire_at_or_before(spec, NOON, NOON + timedelta(minutes=35)) == NOON + timedelta(minutes=30)
+    assert latest_fire_at_or_before(spec, NOON, NOON + timedelta(minutes=9)) is None
+
+
+def test_latest_at_firing_is_the_at_once_it_passed() -> None:
+    spec = ScheduleSpec(at=NOON)
+    assert latest_fire_at_or_before(spec, NOON, NOON) == NOON
+    assert latest_fire_at_or_before(spec, NOON, NOON - timedelta(seconds=1)) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec=schedule_specs, offset=st.integers(60, 400 * 86_400))
+def test_nothing_fires_between_the_latest_firing_and_the_time_asked(spec: ScheduleSpec, offset: int) -> None:
+    anchor = NOON
+    when = anchor + timedelta(seconds=offset)
+    latest = latest_fire_at_or_before(spec, anchor, when)
+    if latest is None:
+        first = next_fire_after(spec, anchor, anchor - timedelta(seconds=1))
+        assert first is not None
+        assert first > when
+    else:
+        assert latest <= when
+        following = next_fire_after(spec, anchor, latest)
+        assert following is not None
+        assert following > when

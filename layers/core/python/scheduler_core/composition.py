@@ -24,10 +24,13 @@ def build_store(settings: Settings, clients: AwsClients) -> DynamoJobStore:
     )
 
 
-def build_dispatcher(settings: Settings, clients: AwsClients, clock: Clock) -> Dispatcher:
+def build_dispatcher(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> Dispatcher:
     queue = SqsRunQueue(
         clients,
         {priority: settings.queue_url(priority) for priority in Priority},
+        clock,
         settings.delivery_lead_seconds,
     )
     policy = PollPolicy(
@@ -36,11 +39,13 @@ def build_dispatcher(settings: Settings, clients: AwsClients, clock: Clock) -> D
         first_poll_lookback=timedelta(seconds=settings.first_poll_lookback_seconds),
         max_buckets=settings.max_buckets_per_poll,
     )
-    return Dispatcher(build_store(settings, clients), queue, clock, policy)
+    return Dispatcher(store or build_store(settings, clients), queue, clock, policy)
 
 
 def build_job_service(settings: Settings, clients: AwsClients, clock: Clock) -> JobService:
-    return JobService(build_store(settings, clients), build_dispatcher(settings, clients, clock), clock)
+    store = build_store(settings, clients)
+    own_queues = {url for url in (*(settings.queue_url(p) for p in Priority), settings.dlq_url) if url}
+    return JobService(store, build_dispatcher(settings, clients, clock, store), clock, own_queues)
 
 
 def build_run_executor(settings: Settings, clients: AwsClients, clock: Clock) -> RunExecutor:

@@ -15,7 +15,7 @@ from scheduler_core.clock import Clock, to_ms
 from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger
 from scheduler_core.observability import logger
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
-from scheduler_core.schedule import NeverFires, next_fire_after
+from scheduler_core.schedule import NeverFires, latest_fire_at_or_before, next_fire_after
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class PollPolicy:
 class ClaimResult:
     runs: list[Run]
     job: Job  # the job as the last successful claim left it
+    contended: bool = False  # a claim was throttled or conflicted: the rest waits for a later poll
 
 
 @dataclass
@@ -74,35 +75,52 @@ class Dispatcher:
         return now + self._policy.lookahead
 
     def claim_firings(self, job: Job, now: datetime) -> ClaimResult:
-        """Claim every firing of `job` up to the horizon. Stops at the first lost race
-        (someone else changed the job: they own what follows)."""
+        """Claim every firing of `job` up to the horizon, one transaction each. Stops at the
+        first lost race (someone else changed the job: they own what follows) or contention
+        (what is claimed so far stands; the rest waits for a later poll).
+
+        Firings missed while nothing polled (an outage) fire once: only the newest of them
+        runs, late, and the job carries on from there."""
         horizon = self.horizon(now)
         runs: list[Run] = []
         while (
             job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
         ):
-            run = scheduled_run(job, job.next_fire_at)
-            following = following_firing(job, job.next_fire_at)
-            if not self._store.claim_if_unchanged(job, run, following, now):
+            fire_at = self._newest_missed(job, now) or job.next_fire_at
+            run = scheduled_run(job, fire_at)
+            following = following_firing(job, fire_at)
+            try:
+                claimed = self._store.claim_if_unchanged(job, run, following, now)
+            except StoreContention:
+                return ClaimResult(runs, job, contended=True)
+            if not claimed:
                 break
             runs.append(run)
             job = job.model_copy(update={"version": job.version + 1, "next_fire_at": following})
         return ClaimResult(runs, job)
 
-    def dispatch(self, job: Job, now: datetime) -> ClaimResult:
-        """Claim and enqueue a job's firings within the horizon (the create path)."""
-        try:
-            result = self.claim_firings(job, now)
-        except StoreContention:
-            logger.warning("claim at create deferred to the poller", extra={"job_id": job.job_id})
-            return ClaimResult([], job)
-        self._enqueue(result.runs, now)
+    @staticmethod
+    def _newest_missed(job: Job, now: datetime) -> datetime | None:
+        """The newest firing at or before now, if the job's next firing is older than it."""
+        assert job.next_fire_at is not None
+        if job.next_fire_at >= now:
+            return None
+        newest = latest_fire_at_or_before(job.schedule, job.created_at, now)
+        return newest if newest is not None and newest > job.next_fire_at else None
+
+    def claim_and_enqueue(self, job: Job, now: datetime) -> ClaimResult:
+        """Claim and enqueue a job's firings within the horizon (the create path). What
+        contention leaves unclaimed stays in the due index for the poller."""
+        result = self.claim_firings(job, now)
+        if result.contended:
+            logger.warning("some firings left to the poller", extra={"job_id": job.job_id})
+        self._enqueue(result.runs)
         return result
 
-    def _enqueue(self, runs: list[Run], now: datetime) -> list[Run]:
+    def _enqueue(self, runs: list[Run]) -> list[Run]:
         if not runs:
             return []
-        unsent = self._queue.send_runs(runs, now)
+        unsent = self._queue.send_runs(runs)
         for run in unsent:
             logger.error("claimed run not enqueued", extra={"run_id": run.run_id, "job_id": run.job_id})
         return unsent
@@ -114,7 +132,12 @@ class Dispatcher:
         until_ms = to_ms(self.horizon(now))
         report = PollReport(shard)
         watermark = self._store.get_watermark(shard)
-        start_ms = watermark if watermark is not None else to_ms(now - self._policy.first_poll_lookback)
+        if watermark is None:
+            # Pin the first poll's start now, so a first poll that keeps failing does not let
+            # the window slide past jobs created before it.
+            watermark = keys.bucket_of(to_ms(now - self._policy.first_poll_lookback))
+            self._store.advance_watermark(shard, watermark)
+        start_ms = watermark
         buckets = keys.buckets_between(start_ms, until_ms)
         truncated = len(buckets) > self._policy.max_buckets
         buckets = buckets[: self._policy.max_buckets]
@@ -130,7 +153,7 @@ class Dispatcher:
             first_undrained = buckets[-1] + 60_000 if truncated else keys.bucket_of(until_ms)
         # GSI reads lag: keep re-reading the last `grace` of buckets before leaving them.
         report.watermark_ms = min(first_undrained, keys.bucket_of(to_ms(now - self._policy.grace)))
-        if watermark is None or report.watermark_ms > watermark:
+        if report.watermark_ms > watermark:
             self._store.advance_watermark(shard, report.watermark_ms)
         return report
 
@@ -146,15 +169,13 @@ class Dispatcher:
         drained = True
         runs: list[Run] = []
         for job in due:
-            try:
-                result = self.claim_firings(job, now)
-            except StoreContention:
+            result = self.claim_firings(job, now)
+            if result.contended:
                 report.contended += 1
                 drained = False
-                continue
-            if not result.runs:
+            elif not result.runs:
                 report.lost_races += 1
             runs += result.runs
         report.claimed += runs
-        report.unsent += self._enqueue(runs, now)
+        report.unsent += self._enqueue(runs)
         return drained

@@ -14,7 +14,7 @@ from enum import StrEnum
 from scheduler_core.clock import Clock, from_ms
 from scheduler_core.model import JobStatus, RunMessage, RunStatus
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobStore, TargetInvoker
+from scheduler_core.ports import JobNotActive, JobStore, TargetInvoker
 
 
 class Outcome(StrEnum):
@@ -66,9 +66,16 @@ class RunExecutor:
         self._clock.sleep_until(scheduled_for)
 
         now = self._clock.now()
-        run = self._store.start_run_if_waiting(
-            message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
-        )
+        try:
+            run = self._store.start_run_if_waiting(
+                message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
+            )
+        except JobNotActive:  # cancelled while the message waited: never delivered
+            self._store.cancel_run_if_not_started(
+                message.job_id, message.scheduled_for_ms, message.attempt, now
+            )
+            logger.info("run cancelled with its job", extra=context)
+            return Outcome.CANCELLED
         if run is None:
             logger.info("duplicate or stale message dropped", extra=context)
             return Outcome.DUPLICATE
@@ -88,7 +95,7 @@ class RunExecutor:
         ):
             logger.warning("run taken over by another attempt; result discarded", extra=context)
             return Outcome.LEASE_LOST
-        if delivery.ok and not job.schedule.recurring:
+        if job.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
             self._store.complete_job_if_done(job.job_id, finished)
         logger.info(
             "run finished",

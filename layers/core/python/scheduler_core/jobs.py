@@ -12,8 +12,8 @@ from datetime import timedelta
 from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
-from scheduler_core.errors import Conflict, NotFound, Unprocessable, field_error
-from scheduler_core.model import Job, JobCreate, JobStatus, Run
+from scheduler_core.errors import Conflict, InvalidRequest, NotFound, Unprocessable, field_error
+from scheduler_core.model import Job, JobCreate, JobStatus, Run, SqsTarget
 from scheduler_core.ports import JobStore, Page
 from scheduler_core.schedule import NeverFires, first_fire_at
 
@@ -21,14 +21,27 @@ from scheduler_core.schedule import NeverFires, first_fire_at
 AT_PAST_TOLERANCE = timedelta(seconds=60)
 
 
+def queue_name(queue_url: str) -> str:
+    return queue_url.rstrip("/").rsplit("/", 1)[-1]
+
+
 class JobService:
-    def __init__(self, store: JobStore, dispatcher: Dispatcher, clock: Clock) -> None:
+    def __init__(
+        self, store: JobStore, dispatcher: Dispatcher, clock: Clock, own_queue_urls: set[str] | None = None
+    ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._clock = clock
+        # The scheduler's own queues are never targets: a job could forge run messages.
+        self._own_queues = {queue_name(url) for url in own_queue_urls or set()}
 
     def create(self, tenant: str, request: JobCreate) -> Job:
         now = self._clock.now()
+        if isinstance(request.target, SqsTarget) and queue_name(request.target.queue_url) in self._own_queues:
+            raise InvalidRequest(
+                "target.queue_url is one of the scheduler's own queues; target a queue of yours",
+                [field_error("target.queue_url", "is one of the scheduler's own queues")],
+            )
         schedule = request.schedule
         if schedule.at is not None and schedule.at < now - AT_PAST_TOLERANCE:
             raise Unprocessable(
@@ -55,7 +68,7 @@ class JobService:
             version=1,
         )
         self._store.put_job_if_absent(job)
-        return self._dispatcher.dispatch(job, now).job
+        return self._dispatcher.claim_and_enqueue(job, now).job
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self._store.get_job(job_id)

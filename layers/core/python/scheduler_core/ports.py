@@ -18,6 +18,10 @@ class Page:
     next_cursor: str | None
 
 
+class JobNotActive(Exception):
+    """The run's job was cancelled (or otherwise stopped) after the run was claimed."""
+
+
 class StoreContention(Exception):
     """A write failed for a reason worth retrying later (throttling, transaction conflict),
     as opposed to a lost race, which callers see as a False/None result."""
@@ -69,8 +73,9 @@ class JobStore(Protocol):
 
 
 class RunQueue(Protocol):
-    def send_runs(self, runs: list[Run], now: datetime) -> list[Run]:
-        """Enqueue runs on their priority queues; returns the runs that could not be sent."""
+    def send_runs(self, runs: list[Run]) -> list[Run]:
+        """Enqueue runs on their priority queues, each delayed until its time; returns the
+        runs that could not be sent (never raises for a failed send)."""
         ...
 
 

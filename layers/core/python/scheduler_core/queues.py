@@ -1,5 +1,5 @@
-"""The priority queues on SQS. A message is a pointer to a run (`RunMessage`), delayed so
-it becomes visible at the run's whole second; the worker waits the sub-second rest."""
+"""The priority queues on SQS. A message is a pointer to a run (`RunMessage`), delayed so it
+becomes visible shortly before the run's time; the worker waits out the rest."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from scheduler_core.aws import AwsClients
-from scheduler_core.clock import to_ms
+from scheduler_core.clock import Clock, to_ms
 from scheduler_core.model import Priority, Run, RunMessage
 from scheduler_core.observability import logger
 
@@ -34,22 +36,27 @@ def run_message(run: Run) -> RunMessage:
 class SqsRunQueue:
     """`RunQueue` on the three priority queues."""
 
-    def __init__(self, clients: AwsClients, queue_urls: dict[Priority, str], lead_seconds: int = 1) -> None:
+    def __init__(
+        self, clients: AwsClients, queue_urls: dict[Priority, str], clock: Clock, lead_seconds: int = 1
+    ) -> None:
         self._clients = clients
         self._urls = queue_urls
+        self._clock = clock
         self._lead = lead_seconds
 
-    def send_runs(self, runs: list[Run], now: datetime) -> list[Run]:
+    def send_runs(self, runs: list[Run]) -> list[Run]:
         by_priority: dict[Priority, list[Run]] = defaultdict(list)
         for run in runs:
             by_priority[run.priority].append(run)
         unsent: list[Run] = []
         for priority, group in by_priority.items():
             for start in range(0, len(group), BATCH_SIZE):
-                unsent += self._send_batch(self._urls[priority], group[start : start + BATCH_SIZE], now)
+                unsent += self._send_batch(self._urls[priority], group[start : start + BATCH_SIZE])
         return unsent
 
-    def _send_batch(self, queue_url: str, batch: list[Run], now: datetime) -> list[Run]:
+    def _send_batch(self, queue_url: str, batch: list[Run]) -> list[Run]:
+        # The delay counts from the moment of sending, not from when the poll began.
+        now = self._clock.now()
         entries: list[Any] = [
             {
                 "Id": str(position),
@@ -58,7 +65,11 @@ class SqsRunQueue:
             }
             for position, run in enumerate(batch)
         ]
-        reply = self._clients.sqs().send_message_batch(QueueUrl=queue_url, Entries=entries)
+        try:
+            reply = self._clients.sqs().send_message_batch(QueueUrl=queue_url, Entries=entries)
+        except (BotoCoreError, ClientError) as error:
+            logger.warning("batch not enqueued", extra={"queue_url": queue_url, "error": str(error)})
+            return batch
         failed = reply.get("Failed", [])
         for failure in failed:
             logger.warning(

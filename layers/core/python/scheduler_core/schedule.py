@@ -84,14 +84,27 @@ def next_fire_after(spec: ScheduleSpec, anchor: datetime, after: datetime) -> da
     return next_rate_after(parse_rate(spec.rate), anchor, after)
 
 
+def latest_fire_at_or_before(spec: ScheduleSpec, anchor: datetime, when: datetime) -> datetime | None:
+    """The job's newest firing at or before `when`; None if it had none yet."""
+    if spec.at is not None:
+        return spec.at if spec.at <= when else None
+    if spec.cron is not None:
+        previous: datetime = croniter(spec.cron, when.astimezone(UTC)).get_prev(datetime).astimezone(UTC)
+        candidate = next_cron_after(spec.cron, previous)  # get_prev is strictly before `when`
+        return candidate if candidate <= when else previous
+    assert spec.rate is not None
+    periods = (when - anchor) // parse_rate(spec.rate)
+    return anchor + periods * parse_rate(spec.rate) if periods >= 1 else None
+
+
 def first_fire_at(spec: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
     """The first firing of a new job created at `anchor`, seen at `now`.
 
-    A one-off `at` that is already (slightly) past fires now; cron and rate fire at their
-    first instant after `now`.
+    A one-off `at` keeps its time even when it is (slightly) past: it fires at once and its
+    lateness shows. Cron and rate fire at their first instant after `now`.
     """
     if spec.at is not None:
-        return max(spec.at, now)
+        return spec.at
     first = next_fire_after(spec, anchor, now)
     assert first is not None  # cron/rate always have a next firing or raise NeverFires
     return first

@@ -8,8 +8,6 @@ returns False/None and the caller moves on. Throttling and transaction conflicts
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -21,9 +19,10 @@ from botocore.exceptions import ClientError
 from scheduler_core import keys, run_state
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import from_ms, to_ms
+from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.errors import InvalidRequest, field_error
 from scheduler_core.model import Job, JobStatus, Run, RunStatus
-from scheduler_core.ports import Page, StoreContention
+from scheduler_core.ports import JobNotActive, Page, StoreContention
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,6 +39,8 @@ _CONTENTION_CODES = {
 }
 # The claim's condition: the job is still scheduled, at the version and firing we read.
 _UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
+_RUN_EXISTS = "attribute_exists(sk)"
+_CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -72,23 +73,6 @@ def _status_in(target: RunStatus) -> tuple[str, dict[str, Any]]:
     return f"#status IN ({', '.join(':' + n for n in names)})", _values(**names)
 
 
-def encode_cursor(key: Mapping[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
-
-
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(
-            "cursor is not valid; pass the next_cursor of the previous page unchanged",
-            [field_error("cursor", "not a cursor this API returned")],
-        ) from exc
-    if not isinstance(key, dict):
-        raise InvalidRequest("cursor is not valid", [field_error("cursor", "not a cursor this API returned")])
-    return key
-
-
 class DynamoJobStore:
     """`JobStore` on one DynamoDB table."""
 
@@ -117,9 +101,11 @@ class DynamoJobStore:
             "version": job.version,
             "created_at_ms": to_ms(job.created_at),
             "updated_at_ms": to_ms(job.updated_at),
+            # UTF-8, not \u escapes: a payload of non-ASCII text stays the size it was sent.
             "spec": json.dumps(
                 job.model_dump(mode="json", include={"schedule", "target", "payload", "retry"}),
                 separators=(",", ":"),
+                ensure_ascii=False,
             ),
         }
         if job.next_fire_at is not None:
@@ -182,7 +168,7 @@ class DynamoJobStore:
             query["FilterExpression"] = "#status = :status"
             query["ExpressionAttributeNames"] = {"#status": "status"}
             query["ExpressionAttributeValues"] |= _values(status=str(status))
-        start = decode_cursor(cursor) if cursor else None
+        start = decode_cursor(cursor, ("pk", "sk", *self._index_keys(TENANT_INDEX))) if cursor else None
         if start is not None and start.get("tenant") != tenant:
             raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
         jobs: list[Job] = []
@@ -237,12 +223,15 @@ class DynamoJobStore:
             raise
 
     def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
-        """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job to
-        its next firing (or out of the due index) if nobody changed it since we read it, and
-        create the run if it does not exist yet. False: another poller or an API call won."""
-        fire_ms = to_ms(run.scheduled_for)
+        """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job from
+        the firing we read (`job.next_fire_at`) to `next_fire_at` (or out of the due index) if
+        nobody changed it since we read it, and create the run if it does not exist yet.
+        False: another poller or an API call won."""
+        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
         update = "SET version = version + :one, updated_at_ms = :now"
-        values = _values(one=1, now=to_ms(now), seen=job.version, seen_fire=fire_ms, scheduled="SCHEDULED")
+        values = _values(
+            one=1, now=to_ms(now), seen=job.version, seen_fire=to_ms(job.next_fire_at), scheduled="SCHEDULED"
+        )
         if next_fire_at is None:
             update += " REMOVE due_pk, due_sk, next_fire_at_ms"
         else:
@@ -274,15 +263,10 @@ class DynamoJobStore:
                 ]
             )
         except ClientError as error:
-            if _error_code(error) != "TransactionCanceledException":
-                if _error_code(error) in _CONTENTION_CODES:
-                    raise StoreContention(str(error)) from error
-                raise
-            cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
-            reasons = [reason.get("Code") for reason in cancellations]
-            if "ConditionalCheckFailed" in reasons:
+            job_update, run_put = self._cancellation_reasons(error, expected=2)
+            if job_update == "ConditionalCheckFailed" or run_put == "ConditionalCheckFailed":
                 return False
-            raise StoreContention(f"claim of {run.run_id} cancelled: {reasons}") from error
+            raise
         return True
 
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
@@ -296,7 +280,7 @@ class DynamoJobStore:
         )
 
     def complete_job_if_done(self, job_id: str, now: datetime) -> bool:
-        """A scheduled job with no firing left (a one-off that ran) becomes COMPLETED."""
+        """A scheduled job with no firing left becomes COMPLETED once its last run has finished."""
         return self._update_job_if(
             job_id,
             "SET #status = :completed, version = version + :one, updated_at_ms = :now",
@@ -378,7 +362,7 @@ class DynamoJobStore:
 
     def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page:
         """Newest first."""
-        start = decode_cursor(cursor) if cursor else None
+        start = decode_cursor(cursor, ("pk", "sk")) if cursor else None
         if start is not None and start.get("pk") != keys.job_pk(job_id):
             raise InvalidRequest(
                 "cursor belongs to another listing", [field_error("cursor", "not for this job")]
@@ -400,32 +384,65 @@ class DynamoJobStore:
     def start_run_if_waiting(
         self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime, lease_until: datetime
     ) -> Run | None:
-        """PENDING/RETRYING → RUNNING for exactly this attempt; None for a duplicate or stale
-        message (the run already started, finished, or moved on to another attempt)."""
+        """PENDING/RETRYING → RUNNING for exactly this attempt, in one transaction with a check
+        that the job is still active. None for a duplicate or stale message (the run already
+        started, finished, or moved on to another attempt); JobNotActive if the job was
+        cancelled after the run was claimed."""
         condition, values = _status_in(RunStatus.RUNNING)
+        lateness = max(0, to_ms(now) - scheduled_for_ms)
         try:
-            reply = self._ddb.update_item(
-                TableName=self._table,
-                Key=self._run_key(job_id, scheduled_for_ms),
-                UpdateExpression="SET #status = :running, started_at_ms = :now, lease_until_ms = :lease,"
-                " lateness_ms = :lateness",
-                ConditionExpression=f"attribute_exists(sk) AND {condition} AND attempt = :attempt",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values
-                | _values(
-                    running="RUNNING",
-                    now=to_ms(now),
-                    lease=to_ms(lease_until),
-                    lateness=max(0, to_ms(now) - scheduled_for_ms),
-                    attempt=attempt,
-                ),
-                ReturnValues="ALL_NEW",
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self._table,
+                            "Key": _to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}),
+                            "ConditionExpression": "#status <> :cancelled",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": _values(cancelled="CANCELLED"),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": self._run_key(job_id, scheduled_for_ms),
+                            "UpdateExpression": "SET #status = :running, started_at_ms = :now,"
+                            " lease_until_ms = :lease, lateness_ms = :lateness",
+                            "ConditionExpression": f"{_RUN_EXISTS} AND {condition} AND attempt = :attempt",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": values
+                            | _values(
+                                running="RUNNING",
+                                now=to_ms(now),
+                                lease=to_ms(lease_until),
+                                lateness=lateness,
+                                attempt=attempt,
+                            ),
+                        }
+                    },
+                ]
             )
         except ClientError as error:
-            if _condition_failed(error):
+            job_check, run_update = self._cancellation_reasons(error, expected=2)
+            if job_check == "ConditionalCheckFailed":
+                raise JobNotActive(job_id) from error
+            if run_update == "ConditionalCheckFailed":
                 return None
             raise
-        return self._run_from_item(reply["Attributes"])
+        return self.get_run(job_id, scheduled_for_ms)
+
+    def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
+        """The per-item codes of a cancelled transaction; contention raises StoreContention."""
+        code = _error_code(error)
+        if code in _CONTENTION_CODES:
+            raise StoreContention(str(error)) from error
+        if code != "TransactionCanceledException":
+            raise error
+        cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
+        reasons = [reason.get("Code") for reason in cancellations] + [None] * expected
+        if any(reason in _CONTENTION_REASONS for reason in reasons):
+            raise StoreContention(f"transaction cancelled: {reasons[:expected]}") from error
+        return reasons[:expected]
 
     def finish_run_if_running(
         self,

@@ -1,0 +1,201 @@
+"""What the backbone does when things go wrong around it: outages, contention, failed
+sends, cancels racing the worker, input that is large or forged."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler_core.clock import to_ms
+from scheduler_core.composition import build_dispatcher
+from scheduler_core.model import Job, Run
+from scheduler_core.ports import StoreContention
+from scheduler_core.settings import Settings
+from scheduler_core.store import DynamoJobStore
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+
+def mark(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def hook(receiver: WebhookReceiver, **schedule: str) -> dict[str, Any]:
+    return {"name": "j", "schedule": schedule, "target": {"type": "HTTP", "url": receiver.url}}
+
+
+def test_a_cron_missed_through_an_outage_fires_once_at_its_newest_mark(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud.poll()  # the deployed poller has run: the shards' watermarks exist
+    job = cloud.create(hook(receiver, cron="* * * * *"))  # 10:00:30; 10:01 and 10:02 claimed at create
+    clock.move_to(datetime(2026, 11, 21, 10, 2, 5, tzinfo=UTC))
+    cloud.deliver()
+    assert len(receiver.requests) == 2
+    clock.move_to(datetime(2026, 11, 21, 10, 33, 20, tzinfo=UTC))  # no poll for half an hour
+    cloud.poll()
+    cloud.deliver()
+
+    late = [r.headers["x-scheduler-scheduled-for"] for r in receiver.requests[2:]]
+    assert late == [mark(datetime(2026, 11, 21, 10, 33, tzinfo=UTC))]  # one run, not thirty
+    # Then on schedule again: the next marks are claimed ahead as usual.
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == mark(
+        datetime(2026, 11, 21, 10, 36, tzinfo=UTC)
+    )
+    runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs?limit=100").body["items"]
+    late_run = next(r for r in runs if r["scheduled_for"] == mark(datetime(2026, 11, 21, 10, 33, tzinfo=UTC)))
+    assert late_run["status"] == "SUCCEEDED"
+    assert late_run["lateness_ms"] == 20_000
+
+
+def test_a_first_poll_that_fails_does_not_let_its_window_slide(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The first poll pins the shard's watermark before reading, so jobs from before a long
+    run of failing first polls are still found."""
+    at = clock.now() + timedelta(minutes=5)
+    cloud.create(hook(receiver, at=at.isoformat()))
+    store = cloud.dispatcher._store
+    original = store.jobs_due
+    store.jobs_due = lambda *args: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
+    cloud.poll()  # every first poll fails ...
+    clock.move_to(at + timedelta(hours=2))
+    cloud.poll()  # ... for two hours
+    store.jobs_due = original  # type: ignore[method-assign]
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1
+    cloud.deliver()
+    assert len(receiver.requests) == 1
+
+
+class ThrottledAfter(DynamoJobStore):
+    """The real store, throttled after `allowed` claims (DynamoDB saying no, not a fake)."""
+
+    allowed = 1
+
+    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+        if self.allowed <= 0:
+            raise StoreContention("ProvisionedThroughputExceededException")
+        self.allowed -= 1
+        return super().claim_if_unchanged(job, run, next_fire_at, now)
+
+
+def test_claims_made_before_a_throttle_are_still_enqueued_and_the_rest_waits(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    start = clock.now()  # 10:00:30; the create claims 10:01:30 and 10:02:30
+    job = cloud.create(hook(receiver, rate="1 minute") | {"name": "every-minute"})
+    clock.move_to(start + timedelta(seconds=121))
+    cloud.deliver()
+    clock.move_to(start + timedelta(seconds=130))  # 10:03:30 and 10:04:30 are within the horizon
+    settings = cloud.settings
+    throttled = ThrottledAfter(cloud.clients, settings.jobs_table_name, settings.shard_count, 30)
+    reports = [build_dispatcher(settings, cloud.clients, clock, throttled).poll_shard(s) for s in range(4)]
+    assert [run.scheduled_for for r in reports for run in r.claimed] == [start + timedelta(minutes=3)]
+    assert sum(r.contended for r in reports) >= 1
+    assert sum(len(r.unsent) for r in reports) == 0
+
+    cloud.poll()  # the next poll claims the firing the throttle left
+    clock.move_to(start + timedelta(minutes=4))
+    cloud.deliver()
+    delivered = sorted(r.headers["x-scheduler-scheduled-for"] for r in receiver.requests)
+    assert delivered == [mark(start + timedelta(minutes=k)) for k in (1, 2, 3, 4)]
+    runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
+    assert len(runs) == 4  # every claimed run delivered, none lost, none twice
+
+
+def test_runs_that_cannot_be_sent_are_reported_not_raised(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud.create(hook(receiver, at=(clock.now() + timedelta(minutes=5)).isoformat()))
+    broken = Settings.model_validate(
+        cloud.settings.model_dump()
+        | {"queue_url_normal": "https://sqs.us-east-1.amazonaws.com/123456789012/gone"}
+    )
+    clock.advance(4 * 60)
+    reports = [build_dispatcher(broken, cloud.clients, clock).poll_shard(s) for s in range(4)]
+    assert sum(len(r.claimed) for r in reports) == 1
+    assert sum(len(r.unsent) for r in reports) == 1
+
+
+def test_a_cancel_that_lands_while_the_worker_waits_for_the_runs_second_stops_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(seconds=30)
+    job = cloud.create(hook(receiver, at=fire_at.isoformat()))  # claimed and enqueued at create
+    waiting = clock.sleep_until
+
+    def cancel_meanwhile(when: datetime) -> None:  # the worker has read the job: still SCHEDULED
+        cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
+        waiting(when)
+
+    clock.move_to(fire_at - timedelta(seconds=1))
+    clock.sleep_until = cancel_meanwhile  # type: ignore[method-assign]
+    assert cloud.deliver() == 1
+    assert receiver.requests == []
+    [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
+    assert run["status"] == "CANCELLED"
+
+
+def test_an_sqs_target_may_not_be_one_of_the_schedulers_own_queues(cloud: SchedulerHarness) -> None:
+    for url in (cloud.settings.queue_url_high, cloud.settings.dlq_url):
+        reply = cloud.call(
+            "POST",
+            "/v1/jobs",
+            {"name": "sneaky", "schedule": {"rate": "1 hour"}, "target": {"type": "SQS", "queue_url": url}},
+        )
+        assert reply.status == 400
+        assert reply.body["error"]["details"][0]["field"] == "target.queue_url"
+
+
+def test_a_payload_of_non_ascii_text_near_the_limit_is_stored_and_delivered(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    text = "中" * 85_000  # 255,000 bytes of UTF-8: just under 256 KiB
+    body = hook(receiver, at=clock.now().isoformat()) | {"payload": {"text": text}}
+    reply = cloud.call("POST", "/v1/jobs", raw_body=json.dumps(body, ensure_ascii=False))
+    assert reply.status == 201, reply.body
+    job = reply.body
+    cloud.deliver()
+    assert receiver.requests[0].body == {"text": text}
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["payload"] == {"text": text}
+
+
+def cursor_of(key: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+def test_forged_cursors_are_a_400_naming_the_cursor(cloud: SchedulerHarness) -> None:
+    for _ in range(2):
+        cloud.create(
+            {"name": "x", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": "http://e/h"}}
+        )
+    real = json.loads(base64.urlsafe_b64decode(cloud.call("GET", "/v1/jobs?limit=1").body["next_cursor"]))
+    forged = [
+        real | {"created_key": 1.5},  # a float the database cannot take as a key
+        {k: v for k, v in real.items() if k != "sk"},  # a key missing
+        real | {"extra": "x"},
+        real | {"sk": None},
+    ]
+    for key in forged:
+        reply = cloud.call("GET", f"/v1/jobs?cursor={cursor_of(key)}")
+        assert reply.status == 400, (key, reply.body)
+        assert reply.body["error"]["details"][0]["field"] == "cursor"
+    job = cloud.call("GET", "/v1/jobs?limit=1").body["items"][0]
+    reply = cloud.call(
+        "GET", f"/v1/jobs/{job['job_id']}/runs?cursor={cursor_of({'pk': 'JOB#' + job['job_id']})}"
+    )
+    assert reply.status == 400
+
+
+def test_an_at_slightly_in_the_past_fires_at_once_and_reports_its_lateness(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    at = clock.now() - timedelta(seconds=20)
+    job = cloud.create(hook(receiver, at=at.isoformat()))
+    cloud.deliver()
+    [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
+    assert run["scheduled_for"] == mark(at)
+    assert run["run_id"] == f"{job['job_id']}:{to_ms(at)}"
+    assert run["lateness_ms"] == 20_000
