@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra.config import SchedulerConfig
 from infra.function import LOG_RETENTION, SchedulerFunction
-from infra.job_store import DUE_INDEX, TENANT_INDEX, JobStore
+from infra.job_store import TENANT_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
 
@@ -55,20 +55,12 @@ class Api(Construct):
         )
         # Creating a job that fires within the lookahead claims it at once: the same
         # conditional TransactWriteItems as the poller, authorized as its item actions.
+        # Runs are listed from the table; jobs from the tenant index.
         self.function.allow(
-            actions=[
-                "dynamodb:GetItem",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:Query",
-                "dynamodb:ConditionCheckItem",
-            ],
-            resources=[
-                store.jobs_table.table_arn,
-                store.jobs_index_arn(DUE_INDEX),
-                store.jobs_index_arn(TENANT_INDEX),
-            ],
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+            resources=[store.jobs_table.table_arn],
         )
+        self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(TENANT_INDEX)])
         self.function.allow(
             actions=["sqs:SendMessage"],
             resources=[queue.queue_arn for queue in queues.priority_queues],

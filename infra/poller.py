@@ -49,17 +49,12 @@ class Poller(Construct):
             },
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which
-        # IAM authorizes as its item actions.
+        # IAM authorizes as its item actions; watermarks are read and updated on the table.
         self.function.allow(
-            actions=[
-                "dynamodb:GetItem",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:Query",
-                "dynamodb:ConditionCheckItem",
-            ],
-            resources=[store.jobs_table.table_arn, store.jobs_index_arn(DUE_INDEX)],
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            resources=[store.jobs_table.table_arn],
         )
+        self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(DUE_INDEX)])
         self.function.allow(
             actions=["sqs:SendMessage"],
             resources=[queue.queue_arn for queue in queues.priority_queues],

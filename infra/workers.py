@@ -52,18 +52,12 @@ class Workers(Construct):
                 "RUN_RETENTION_DAYS": str(config.run_retention_days),
             },
         )
+        # Reads jobs and runs; starts a run in a transaction that checks its job
+        # (ConditionCheckItem) and updates the run; completes jobs. Grants for the
+        # idempotency table and for re-sending retries come with those features.
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+            actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
             resources=[store.jobs_table.table_arn],
-        )
-        self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            resources=[store.idempotency_table.table_arn],
-        )
-        # Retries are re-sent with a delay; spent runs get a record on the DLQ.
-        self.function.allow(
-            actions=["sqs:SendMessage"],
-            resources=[queue.queue_arn for queue in [*queues.priority_queues, queues.dead_letter_queue]],
         )
 
         for priority in PRIORITIES:
@@ -80,27 +74,8 @@ class Workers(Construct):
             )
 
         # Job targets (DESIGN §7) are chosen at run time; by default any resource of the kind
-        # in this account and region: (context key, its value, action, service, resource).
-        target_kinds = [
-            ("target_queue_arns", config.target_queue_arns, "sqs:SendMessage", "sqs", "*"),
-            ("target_topic_arns", config.target_topic_arns, "sns:Publish", "sns", "*"),
-            (
-                "target_event_bus_arns",
-                config.target_event_bus_arns,
-                "events:PutEvents",
-                "events",
-                "event-bus/*",
-            ),
-            (
-                "target_function_arns",
-                config.target_function_arns,
-                "lambda:InvokeFunction",
-                "lambda",
-                "function:*",
-            ),
-        ]
-        for context_key, configured, action, service, resource in target_kinds:
-            self._allow_targets(context_key, configured, action, service, resource)
+        # in this account and region. Only the kinds the worker can deliver to are granted.
+        self._allow_targets("target_queue_arns", config.target_queue_arns, "sqs:SendMessage", "sqs", "*")
 
     def _allow_targets(
         self, context_key: str, configured: tuple[str, ...] | None, action: str, service: str, resource: str
