@@ -49,7 +49,7 @@ def test_every_five_minutes_fires_at_every_mark_exactly_once_over_two_hours(
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == "2026-11-21T12:05:00.000Z"
 
 
-def test_two_pollers_racing_on_one_shard_claim_each_job_once(
+def test_a_poller_claiming_from_a_stale_read_loses_every_race_to_the_one_that_claimed_first(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(minutes=30)
@@ -93,13 +93,20 @@ def test_a_second_poll_of_the_same_minute_claims_nothing_new(
     assert cloud.visible_messages(Priority.NORMAL) == 0  # delayed until its second
 
 
-def test_jobs_spread_over_the_shards(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
-    for i in range(40):
-        cloud.create(cron_job(receiver, "0 * * * *", name=f"hourly-{i}"))
-    shards = {
-        keys.shard_for(job.job_id, 4)
-        for job in cloud.jobs.list("arn:aws:iam::123456789012:user/alice", 100, None, None).items
-    }
+def test_jobs_are_stored_in_the_due_index_bucket_of_their_shard(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    ids = [cloud.create(cron_job(receiver, "0 * * * *", name=f"hourly-{i}"))["job_id"] for i in range(40)]
+    ddb = cloud.clients.dynamodb()
+    shards = set()
+    for job_id in ids:
+        item = ddb.get_item(
+            TableName=cloud.settings.jobs_table_name, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}}
+        )
+        bucket, shard = item["Item"]["due_pk"]["S"].split("#")
+        assert bucket == "202611211100"  # the 11:00 firing's minute
+        assert int(shard) == keys.shard_for(job_id, cloud.settings.shard_count)
+        shards.add(int(shard))
     assert shards == {0, 1, 2, 3}
 
 

@@ -54,7 +54,7 @@ def test_the_same_message_delivered_twice_calls_the_target_once(
     assert len(receiver.requests) == 1
 
 
-def test_a_slow_target_does_not_make_the_rest_of_its_batch_late(
+def test_the_records_of_one_batch_are_delivered_concurrently(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     receiver.hold_seconds = 0.5

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
+from scheduler_core.clock import ManualClock, SystemClock, from_ms, to_ms
 
 START = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 MIN_MS = to_ms(datetime(1, 1, 2, tzinfo=UTC))
@@ -77,12 +77,6 @@ def test_advance_and_set_move_a_manual_clock() -> None:
     clock.set(datetime(2030, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=1))))
     assert clock.now() == datetime(2030, 1, 1, tzinfo=UTC)
     assert clock.now().tzinfo is UTC
-
-
-def test_both_clocks_are_clocks() -> None:
-    clocks: list[Clock] = [SystemClock(), ManualClock(START)]
-
-    assert all(clock.now().utcoffset() == timedelta(0) for clock in clocks)
 
 
 def test_system_clock_reads_aware_utc_wall_time() -> None:
