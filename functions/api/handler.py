@@ -1,10 +1,11 @@
 """The public API (DESIGN §7) behind API Gateway's REST proxy: typed routes validated by
 Powertools, each calling one `JobService` method. Errors use one body shape:
-`{"error": {"code", "message", "details": [{"field", "message"}]}}`."""
+`{"error": {"code", "message", "details": [{"field", "message"}]}}`, whatever went wrong."""
 
 from __future__ import annotations
 
 import json
+import math
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -13,23 +14,81 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
 from scheduler_core.composition import default_job_service
 from scheduler_core.errors import PayloadTooLarge, SchedulerError
 from scheduler_core.jobs import JobService
-from scheduler_core.model import JobCreate, JobStatus
+from scheduler_core.model import TARGET_TYPES, JobCreate, JobStatus
 from scheduler_core.observability import logger, tracer
+from scheduler_core.ports import StoreContention
 from scheduler_core.settings import settings_from_env
 from scheduler_core.tenancy import tenant_of
 
-app = APIGatewayRestResolver(enable_validation=True)
 API_TITLE = "serverless-scheduler"
 API_VERSION = "1.0.0"
-app.enable_swagger(path="/v1/docs", title=API_TITLE, version=API_VERSION)
+# Deeper than any sensible payload, and well inside what validation (pydantic stops at 255
+# levels) and Python's recursion limit cope with.
+MAX_BODY_DEPTH = 100
 
-# Location prefixes Powertools puts before a field, and union tags pydantic adds inside it.
+# Location prefixes Powertools puts before a field.
 _LOCATIONS = {"body", "query", "path", "header"}
-_UNION_TAGS = {"HTTP", "SQS"}
+# AWS error codes that mean "slow down": the request may succeed if sent again.
+_THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON; send a number, a string or null")
+
+
+def _bounded_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # Python refuses to convert more than 4300 digits
+        raise ValueError(f"a number of {len(text.lstrip('-'))} digits is too long") from None
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is out of range")
+    return value
+
+
+def _depth(document: Any) -> int:
+    """How deep arrays and objects nest, counted without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending and deepest <= MAX_BODY_DEPTH:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def strict_json(text: str) -> Any:
+    """Parse a request body as RFC 8259 JSON, refusing what Python's `json` lets through
+    (NaN, Infinity) or cannot take (huge integers, deep nesting). A refusal is a
+    `JSONDecodeError`, which Powertools turns into a `json_invalid` validation error."""
+    try:
+        document = json.loads(
+            text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_finite_float
+        )
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError(f"nests deeper than {MAX_BODY_DEPTH} levels", text, 0) from None
+    except ValueError as exc:
+        raise json.JSONDecodeError(str(exc), text, 0) from None
+    if _depth(document) > MAX_BODY_DEPTH:
+        raise json.JSONDecodeError(f"nests deeper than {MAX_BODY_DEPTH} levels", text, 0)
+    return document
+
+
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json)
+app.enable_swagger(path="/v1/docs", title=API_TITLE, version=API_VERSION)
 
 
 def _error(
@@ -47,9 +106,15 @@ def _json(status: int, body: dict[str, Any]) -> Response[Any]:
 
 
 def _field_of(location: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in location if str(p) not in _UNION_TAGS and not str(p).startswith("function-")]
+    parts = [str(p) for p in location if not str(p).startswith("function-")]
     if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
+    # pydantic names the member of the `target` union it tried ("target", "HTTP", "url").
+    if len(parts) > 1 and parts[0] == "target" and parts[1] in TARGET_TYPES:
+        del parts[1]
+    # ... and marks a dict key that failed ("headers", "Host", "[key]").
+    if parts and parts[-1] == "[key]":
+        parts.pop()
     return ".".join(parts) or "body"
 
 
@@ -57,13 +122,15 @@ def _describe(error: dict[str, Any]) -> dict[str, str]:
     field = _field_of(tuple(error.get("loc", ())))
     kind = error.get("type", "")
     if kind == "json_invalid":
-        return {"field": "body", "message": "request body is not valid JSON"}
+        reason = (error.get("ctx") or {}).get("error")
+        message = "request body is not valid JSON"
+        return {"field": "body", "message": f"{message}: {reason}" if reason else message}
     if kind == "extra_forbidden":
         return {"field": field, "message": "unknown field; remove it"}
     if kind == "missing":
         return {"field": field, "message": "is required"}
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return {"field": f"{field}.type", "message": f"must be one of {', '.join(sorted(_UNION_TAGS))}"}
+        return {"field": f"{field}.type", "message": f"must be one of {', '.join(TARGET_TYPES)}"}
     return {"field": field, "message": str(error.get("msg", "is invalid")).removeprefix("Value error, ")}
 
 
@@ -77,6 +144,38 @@ def _invalid_request(error: RequestValidationError) -> Response[Any]:
 @app.exception_handler(SchedulerError)
 def _scheduler_error(error: SchedulerError) -> Response[Any]:
     return _error(error.status, error.code, error.message, error.details)
+
+
+def _try_again() -> Response[Any]:
+    return _error(503, "SERVICE_UNAVAILABLE", "the service is busy; try again in a few seconds")
+
+
+@app.exception_handler(StoreContention)
+def _store_contention(error: StoreContention) -> Response[Any]:
+    logger.warning("store contention", extra={"error": str(error)})
+    return _try_again()
+
+
+@app.exception_handler(ClientError)
+def _aws_error(error: ClientError) -> Response[Any]:
+    if error.response.get("Error", {}).get("Code") in _THROTTLING_CODES:
+        logger.warning("throttled by AWS", extra={"error": str(error)})
+        return _try_again()
+    return _internal_error(error)
+
+
+def _internal_error(error: Exception) -> Response[Any]:
+    request_id = app.current_event.request_context.request_id
+    logger.exception("unhandled error", exc_info=error)
+    return _error(500, "INTERNAL_ERROR", f"internal error; quote request id {request_id} if you report it")
+
+
+@app.exception_handler(Exception)
+def _unexpected(error: Exception) -> Response[Any]:
+    """Anything else: logged with its traceback, answered in the error shape. Powertools picks
+    the handler registered for the closest class in the exception's MRO, so the more specific
+    handlers (validation, SchedulerError, not found, the above) still win."""
+    return _internal_error(error)
 
 
 @app.not_found

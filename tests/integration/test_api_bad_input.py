@@ -7,7 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from functions.api import handler as api
+from scheduler_core.errors import Conflict, NotFound
+from scheduler_core.observability import logger
+from scheduler_core.ports import StoreContention
+from tests.support.events import LambdaContext, api_event
 from tests.support.harness import SchedulerHarness
 
 VALID: dict[str, Any] = {
@@ -84,6 +90,50 @@ def test_a_valid_request_is_accepted(cloud: SchedulerHarness) -> None:
         pytest.param(with_changes(target__timeout_seconds=0), "target.timeout_seconds", id="zero timeout"),
         pytest.param(with_changes(retry={"max_attempts": 0}), "retry.max_attempts", id="no attempts"),
         pytest.param(with_changes(name=""), "name", id="empty name"),
+        pytest.param(with_changes(target__url="http://h/a b"), "target.url", id="space in url"),
+        pytest.param(with_changes(target__url="http://h/ä"), "target.url", id="non-ASCII url"),
+        pytest.param(with_changes(target__url="http://h:abc/"), "target.url", id="non-numeric port"),
+        pytest.param(with_changes(target__url="http://h:99999/"), "target.url", id="port out of range"),
+        pytest.param(
+            with_changes(target__url="https://example.com/" + "a" * 2048), "target.url", id="url too long"
+        ),
+        pytest.param(
+            with_changes(target__headers={"Content-Length": "5"}),
+            "target.headers.Content-Length",
+            id="Content-Length header",
+        ),
+        pytest.param(
+            with_changes(target__headers={"x-scheduler-run-id": "forged"}),
+            "target.headers.x-scheduler-run-id",
+            id="X-Scheduler-* header",
+        ),
+        pytest.param(
+            with_changes(target__headers={"X Custom": "1"}), "target.headers.X Custom", id="space in name"
+        ),
+        pytest.param(
+            with_changes(target__headers={"X:Custom": "1"}), "target.headers.X:Custom", id="colon in name"
+        ),
+        pytest.param(
+            with_changes(target__headers={"X-Note": "a\r\nInjected: 1"}),
+            "target.headers.X-Note",
+            id="CR LF in value",
+        ),
+        pytest.param(
+            with_changes(target__headers={"X-Price": "5 €"}), "target.headers.X-Price", id="non-Latin-1 value"
+        ),
+        pytest.param(
+            with_changes(target__headers={f"X-H{i}": "v" for i in range(51)}),
+            "target.headers",
+            id="51 headers",
+        ),
+        pytest.param(
+            with_changes(target={"type": "SQS", "queue_url": "https://sqs.us-east-1.amazonaws.com/1/q.fifo"}),
+            "target.queue_url",
+            id="FIFO queue",
+        ),
+        # Keys that happen to be named like a target type are field names like any other.
+        pytest.param(with_changes(HTTP=1), "HTTP", id="unknown field named HTTP"),
+        pytest.param(with_changes(target__headers={"SQS": 5}), "target.headers.SQS", id="header named SQS"),
     ],
 )
 def test_bad_job_is_a_400_naming_the_field(cloud: SchedulerHarness, body: dict[str, Any], field: str) -> None:
@@ -94,6 +144,63 @@ def test_invalid_json_is_a_400(cloud: SchedulerHarness) -> None:
     reply = cloud.call("POST", "/v1/jobs", raw_body='{"name": "x", ')
     assert_error(reply, 400, "VALIDATION_ERROR", "body")
     assert "JSON" in reply.body["error"]["details"][0]["message"]
+
+
+def test_an_owned_header_is_refused_with_the_reason(cloud: SchedulerHarness) -> None:
+    reply = cloud.call("POST", "/v1/jobs", with_changes(target__headers={"Idempotency-Key": "k"}))
+
+    assert_error(reply, 400, "VALIDATION_ERROR", "target.headers.Idempotency-Key")
+    assert "set by the scheduler" in reply.body["error"]["details"][0]["message"]
+
+
+def test_a_fifo_queue_is_refused_as_not_supported_yet(cloud: SchedulerHarness) -> None:
+    target = {"type": "SQS", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo"}
+
+    reply = cloud.call("POST", "/v1/jobs", with_changes(target=target))
+
+    assert_error(reply, 400, "VALIDATION_ERROR", "target.queue_url")
+    assert "FIFO queues are not supported yet" in reply.body["error"]["details"][0]["message"]
+
+
+def test_an_unknown_target_type_lists_the_known_ones(cloud: SchedulerHarness) -> None:
+    reply = cloud.call("POST", "/v1/jobs", with_changes(target={"type": "FTP"}))
+
+    assert_error(reply, 400, "VALIDATION_ERROR", "target.type")
+    assert reply.body["error"]["details"][0]["message"] == "must be one of HTTP, SQS"
+
+
+def raw_job(payload: str) -> str:
+    """The valid job as raw JSON text, with `payload` spliced in as it is."""
+    return json.dumps(VALID).replace('{"report": "daily"}', payload)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        pytest.param(raw_job("NaN"), "NaN is not JSON", id="NaN"),
+        pytest.param(raw_job("Infinity"), "Infinity is not JSON", id="Infinity"),
+        pytest.param(raw_job("[1, -Infinity]"), "-Infinity is not JSON", id="-Infinity"),
+        pytest.param(raw_job("1e999"), "out of range", id="float overflow"),
+        pytest.param(raw_job("1" * 4301), "4301 digits", id="integer over 4300 digits"),
+        pytest.param(raw_job("-" + "9" * 5000), "5000 digits", id="negative integer over 4300 digits"),
+        pytest.param(raw_job("[" * 101 + "]" * 101), "deeper than 100 levels", id="nesting over 100"),
+        pytest.param(raw_job("[" * 5000 + "]" * 5000), "deeper than 100 levels", id="deeper than recursion"),
+        pytest.param("[" * 100_000, "deeper than 100 levels", id="unclosed and deeper than recursion"),
+    ],
+)
+def test_json_python_accepts_but_json_does_not_is_a_400_naming_the_body(
+    cloud: SchedulerHarness, raw: str, reason: str
+) -> None:
+    reply = cloud.call("POST", "/v1/jobs", raw_body=raw)
+
+    assert_error(reply, 400, "VALIDATION_ERROR", "body")
+    assert reason in reply.body["error"]["details"][0]["message"]
+
+
+def test_a_payload_nested_100_deep_and_a_4300_digit_number_are_accepted(cloud: SchedulerHarness) -> None:
+    deep = "[" * 98 + "]" * 98  # the body object and `payload` make 100
+    assert cloud.call("POST", "/v1/jobs", raw_body=raw_job(deep)).status == 201
+    assert cloud.call("POST", "/v1/jobs", raw_body=raw_job("9" * 4300)).status == 201
 
 
 def test_a_json_array_body_is_a_400(cloud: SchedulerHarness) -> None:
@@ -158,3 +265,88 @@ def test_a_json_body_sent_as_form_data_is_read_as_json(cloud: SchedulerHarness) 
         "POST", "/v1/jobs", VALID, headers={"Content-Type": "application/x-www-form-urlencoded"}
     )
     assert reply.status == 201, reply.body
+
+
+# --- anything unexpected still answers in the error shape -------------------------------------
+
+
+def throttled(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "slow down"}}, "GetItem")
+
+
+def failing_get(monkeypatch: pytest.MonkeyPatch, cloud: SchedulerHarness, error: Exception) -> None:
+    def get(tenant: str, job_id: str) -> Any:
+        raise error
+
+    monkeypatch.setattr(cloud.jobs, "get", get)
+
+
+def test_an_unexpected_error_is_a_500_naming_the_request_id_and_is_logged(
+    cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bees = RuntimeError("the disk is full of bees")
+    failing_get(monkeypatch, cloud, bees)
+    logged: list[tuple[str, Any]] = []
+    monkeypatch.setattr(logger, "exception", lambda message, **kw: logged.append((message, kw)))
+    event = api_event("GET", "/v1/jobs/job-1")
+
+    reply = api.handler(event, LambdaContext(), jobs=cloud.jobs)
+
+    assert reply["statusCode"] == 500
+    error = json.loads(reply["body"])["error"]
+    assert error["code"] == "INTERNAL_ERROR"
+    assert event["requestContext"]["requestId"] in error["message"]
+    assert "bees" not in error["message"]  # internals stay in the log
+    assert logged == [("unhandled error", {"exc_info": bees})]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        throttled("ProvisionedThroughputExceededException"),
+        throttled("ThrottlingException"),
+        throttled("RequestLimitExceeded"),
+        StoreContention("transaction conflict"),
+    ],
+    ids=["ProvisionedThroughputExceeded", "Throttling", "RequestLimitExceeded", "StoreContention"],
+)
+def test_throttling_is_a_503_asking_to_try_again(
+    cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    failing_get(monkeypatch, cloud, error)
+
+    reply = cloud.call("GET", "/v1/jobs/job-1")
+
+    assert reply.status == 503
+    assert reply.body["error"]["code"] == "SERVICE_UNAVAILABLE"
+    assert "try again" in reply.body["error"]["message"]
+
+
+def test_any_other_aws_error_is_a_500(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing_get(monkeypatch, cloud, throttled("AccessDeniedException"))
+
+    reply = cloud.call("GET", "/v1/jobs/job-1")
+
+    assert reply.status == 500
+    assert reply.body["error"]["code"] == "INTERNAL_ERROR"
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [(NotFound("job 'job-1' not found"), 404, "NOT_FOUND"), (Conflict("job is cancelled"), 409, "CONFLICT")],
+)
+def test_scheduler_errors_keep_their_own_status_beside_the_catch_all(
+    cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, error: Exception, status: int, code: str
+) -> None:
+    failing_get(monkeypatch, cloud, error)
+
+    reply = cloud.call("GET", "/v1/jobs/job-1")
+
+    assert (reply.status, reply.body["error"]["code"]) == (status, code)
+
+
+def test_validation_errors_and_unknown_routes_keep_their_own_status_beside_the_catch_all(
+    cloud: SchedulerHarness,
+) -> None:
+    assert_error(cloud.call("POST", "/v1/jobs", with_changes(name="")), 400, "VALIDATION_ERROR", "name")
+    assert cloud.call("GET", "/v1/nothing-here").status == 404

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from scheduler_core.model import (
+    TARGET_TYPES,
     HttpTarget,
     Job,
     JobCreate,
@@ -113,6 +116,16 @@ def test_payload_may_be_any_json() -> None:
     assert JobCreate.model_validate(job_body(payload=payload)).payload == payload
 
 
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("where", ["top", "list", "object"])
+def test_payload_numbers_must_be_finite(number: float, where: str) -> None:
+    payload = {"top": number, "list": [1, [2.5, number]], "object": {"a": {"b": number}}}[where]
+
+    with pytest.raises(ValidationError, match="NaN and Infinity are not JSON") as exc:
+        JobCreate.model_validate(job_body(payload=payload))
+    assert error_locs(exc) == [("payload",)]
+
+
 def test_an_unknown_top_level_field_is_rejected() -> None:
     assert rejects(job_body(colour="blue")) == [("colour",)]
 
@@ -208,6 +221,144 @@ def test_http_target_method_is_an_http_verb() -> None:
     target = {"type": "HTTP", "url": "https://example.com", "method": "FETCH"}
 
     assert rejects(job_body(target=target)) == [("target", "HTTP", "method")]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        pytest.param("http://h/a b", "whitespace", id="space"),
+        pytest.param("http://h/a\tb", "whitespace", id="tab"),
+        pytest.param("http://h/a\x00b", "control characters", id="NUL"),
+        pytest.param("http://h/\x7f", "control characters", id="DEL"),
+        pytest.param("http://h/ä", "percent-encode other characters (ä is %C3%A4)", id="non-ASCII path"),
+        pytest.param("http://bücher.example/", "must be ASCII", id="non-ASCII host"),
+        pytest.param("http://h:abc/", "port", id="non-numeric port"),
+        pytest.param("http://h:99999/", "port", id="port too large"),
+        pytest.param("http://h:0/", "port", id="port zero"),
+        pytest.param("http://h:-1/", "port", id="negative port"),
+        pytest.param("http://:8080/", "host", id="no host"),
+        pytest.param("http://user:secret@h/", "credentials in a header", id="credentials"),
+        pytest.param("http://h%00x/", "not a valid DNS name", id="percent in host"),
+        pytest.param("http://" + "a" * 64 + ".example/", "not a valid DNS name", id="label over 63"),
+        pytest.param("http://a..b/", "not a valid DNS name", id="empty label"),
+        pytest.param("http://[not-ipv6]/", "not a valid URL", id="bad IPv6 literal"),
+    ],
+)
+def test_http_target_url_must_be_deliverable_as_it_is(url: str, reason: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(reason)) as exc:
+        JobCreate.model_validate(job_body(target={"type": "HTTP", "url": url}))
+    assert error_locs(exc) == [("target", "HTTP", "url")]
+
+
+def test_http_target_url_is_at_most_2048_characters() -> None:
+    base = "https://example.com/"
+    longest = base + "a" * (2048 - len(base))
+
+    assert JobCreate.model_validate(job_body(target={"type": "HTTP", "url": longest}))
+    assert rejects(job_body(target={"type": "HTTP", "url": longest + "a"})) == [("target", "HTTP", "url")]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h:1/",
+        "http://h:65535/",
+        "http://h:/",
+        "http://127.0.0.1:8080/hook",
+        "http://[::1]:8080/hook",
+        "https://api.example.com./v1/hook?x=%20y&z=%C3%A4#frag",
+        "http://my_host/",
+    ],
+)
+def test_http_target_accepts_ports_ip_literals_and_percent_encoding(url: str) -> None:
+    assert JobCreate.model_validate(job_body(target={"type": "HTTP", "url": url}))
+
+
+def http_headers(headers: dict[str, str]) -> list[tuple[int | str, ...]]:
+    return rejects(job_body(target={"type": "HTTP", "url": "https://example.com", "headers": headers}))
+
+
+def test_http_target_accepts_ordinary_headers() -> None:
+    headers = {"Authorization": "Bearer abc.def", "X-Trace": "a\tb", "Accept-Language": "fr-CH, de;q=0.9 é"}
+    target = {"type": "HTTP", "url": "https://example.com", "headers": headers}
+
+    job = JobCreate.model_validate(job_body(target=target))
+
+    assert isinstance(job.target, HttpTarget)
+    assert job.target.headers == headers
+
+
+@pytest.mark.parametrize("name", ["X Custom", "X:Custom", "", "X-Ümlaut", "X-Custom\r\n", "(comment)", "X/Y"])
+def test_a_header_name_must_be_an_http_token(name: str) -> None:
+    with pytest.raises(ValidationError, match="HTTP token"):
+        JobCreate.model_validate(
+            job_body(target={"type": "HTTP", "url": "https://x.example", "headers": {name: "1"}})
+        )
+    assert http_headers({name: "1"}) == [("target", "HTTP", "headers", name, "[key]")]
+
+
+@pytest.mark.parametrize(
+    ("name", "owner"),
+    [
+        ("Content-Length", "HTTP client"),
+        ("content-length", "HTTP client"),
+        ("Host", "HTTP client"),
+        ("Transfer-Encoding", "HTTP client"),
+        ("CONNECTION", "HTTP client"),
+        ("Idempotency-Key", "scheduler"),
+        ("X-Scheduler-Run-Id", "scheduler"),
+        ("x-scheduler-anything", "scheduler"),
+    ],
+)
+def test_headers_the_scheduler_or_http_sets_are_refused_with_the_reason(name: str, owner: str) -> None:
+    with pytest.raises(ValidationError, match=f"is set by the {owner}") as exc:
+        JobCreate.model_validate(
+            job_body(target={"type": "HTTP", "url": "https://x.example", "headers": {name: "1"}})
+        )
+    assert error_locs(exc) == [("target", "HTTP", "headers", name, "[key]")]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("a\r\nInjected: 1", "CR, LF, NUL"),
+        ("a\nb", "CR, LF, NUL"),
+        ("a\x00b", "CR, LF, NUL"),
+        ("5 €", "Latin-1"),
+        ("x" * 4097, "at most 4096 characters"),
+    ],
+)
+def test_a_header_value_must_be_sendable(value: str, reason: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(reason)):
+        JobCreate.model_validate(
+            job_body(target={"type": "HTTP", "url": "https://x.example", "headers": {"X-Note": value}})
+        )
+    assert http_headers({"X-Note": value}) == [("target", "HTTP", "headers", "X-Note")]
+
+
+def test_a_target_has_at_most_50_headers() -> None:
+    fifty = {f"X-H{i}": "v" for i in range(50)}
+    target = {"type": "HTTP", "url": "https://x.example", "headers": fifty}
+
+    assert JobCreate.model_validate(job_body(target=target))
+    assert http_headers({**fifty, "X-H50": "v"}) == [("target", "HTTP", "headers")]
+
+
+@pytest.mark.parametrize(
+    "queue_url",
+    [
+        "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo/",
+    ],
+)
+def test_a_fifo_queue_target_is_refused_for_now(queue_url: str) -> None:
+    with pytest.raises(ValidationError, match="FIFO queues are not supported yet") as exc:
+        JobCreate.model_validate(job_body(target={"type": "SQS", "queue_url": queue_url}))
+    assert error_locs(exc) == [("target", "SQS", "queue_url")]
+
+
+def test_target_types_are_the_tags_of_the_target_models() -> None:
+    assert TARGET_TYPES == ("HTTP", "SQS")
 
 
 # --- priority and retry ------------------------------------------------------------------

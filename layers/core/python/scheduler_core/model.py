@@ -6,12 +6,22 @@ The pydantic models double as the API's validation: a request that does not fit 
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import quote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
 
 from scheduler_core import schedule as schedule_math
 
@@ -108,18 +118,112 @@ class ScheduleSpec(_Strict):
         return self.at is None
 
 
+MAX_URL_LENGTH = 2048
+MAX_HEADERS = 50
+MAX_HEADER_VALUE_LENGTH = 4096
+
+# A DNS name or IPv4 address: labels of 1-63 letters, digits, '-' or '_', and an optional
+# final dot. Anything else (a '%' that urllib would unquote, an empty label) breaks delivery.
+_HOST_NAME = re.compile(r"(?:[A-Za-z0-9_-]{1,63}\.)*[A-Za-z0-9_-]{1,63}\.?")
+# RFC 9110 §5.6.2: a field name is a token.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Headers the scheduler sets on every delivery, or that HTTP derives from the request itself.
+_HEADER_OWNERS = {
+    "content-length": "is set by the HTTP client from the body",
+    "transfer-encoding": "is set by the HTTP client",
+    "connection": "is set by the HTTP client",
+    "host": "is set by the HTTP client from the URL",
+    "idempotency-key": "is set by the scheduler (to the run id)",
+}
+
+
+def _is_control(char: str) -> bool:
+    return ord(char) < 0x20 or char == "\x7f"
+
+
 def _http_url(value: str) -> str:
-    parts = urlsplit(value)
+    """An absolute http(s) URL that the worker can send to as it is: checked here, so a bad
+    one is a 400 at create instead of a delivery that cannot even start."""
+    bad = next((char for char in value if char.isspace() or _is_control(char)), None)
+    if bad is not None:
+        raise ValueError(
+            "must not contain whitespace or control characters; "
+            f"percent-encode them ({bad!r} is {quote(bad, safe='')})"
+        )
+    bad = next((char for char in value if not char.isascii()), None)
+    if bad is not None:
+        raise ValueError(f"must be ASCII; percent-encode other characters ({bad} is {quote(bad, safe='')})")
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:  # e.g. a bracketed host that is no IPv6 address
+        raise ValueError(f"is not a valid URL: {exc}") from exc
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("must be an absolute http:// or https:// URL")
+    if "@" in parts.netloc:
+        raise ValueError("must not carry user:password@; send credentials in a header")
+    host = parts.hostname or ""
+    if not host:
+        raise ValueError("must name a host")
+    if not parts.netloc.startswith("[") and (len(host) > 253 or not _HOST_NAME.fullmatch(host)):
+        raise ValueError(f"host {host!r} is not a valid DNS name or IP address")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("port must be a number from 1 to 65535")
     return value
+
+
+def reserved_header_reason(name: str) -> str | None:
+    """Why a job may not set header `name` (any case), or None when it may."""
+    lowered = name.lower()
+    if lowered.startswith("x-scheduler-"):
+        return "is set by the scheduler"
+    return _HEADER_OWNERS.get(lowered)
+
+
+def _header_name(name: str) -> str:
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(
+            "header name must be an HTTP token: letters, digits and !#$%&'*+-.^_`|~ (no spaces or colons)"
+        )
+    reason = reserved_header_reason(name)
+    if reason is not None:
+        raise ValueError(f"header {name} {reason}; remove it")
+    return name
+
+
+def _header_value(value: str) -> str:
+    # RFC 9110 §5.5: visible characters, spaces and tabs, and obs-text (Latin-1), no CR/LF/NUL.
+    if any(_is_control(char) and char != "\t" for char in value):
+        raise ValueError("header value must not contain CR, LF, NUL or other control characters")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"header value must be Latin-1 text; {value[exc.start]!r} is not (percent-encode it)"
+        ) from exc
+    return value
+
+
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+HeaderValue = Annotated[str, Field(max_length=MAX_HEADER_VALUE_LENGTH), AfterValidator(_header_value)]
 
 
 class HttpTarget(_Strict):
     type: Literal["HTTP"]
-    url: str = Field(description="http(s) URL that receives the payload.")
+    url: str = Field(
+        max_length=MAX_URL_LENGTH,
+        description="Absolute http(s) URL that receives the payload; ASCII only (percent-encode the rest).",
+    )
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers.")
+    headers: dict[HeaderName, HeaderValue] = Field(
+        default_factory=dict,
+        max_length=MAX_HEADERS,
+        description="Extra request headers. Content-Length, Host, Transfer-Encoding, Connection, "
+        "Idempotency-Key and X-Scheduler-* belong to the scheduler or HTTP and are refused.",
+    )
     timeout_seconds: float = Field(10, gt=0, le=60)
 
     @field_validator("url")
@@ -130,15 +234,46 @@ class HttpTarget(_Strict):
 
 class SqsTarget(_Strict):
     type: Literal["SQS"]
-    queue_url: str = Field(description="URL of the SQS queue that receives the payload.")
+    queue_url: str = Field(
+        max_length=MAX_URL_LENGTH,
+        description="URL of the standard SQS queue that receives the payload (FIFO queues are not "
+        "supported yet).",
+    )
 
     @field_validator("queue_url")
     @classmethod
-    def _url_is_http(cls, value: str) -> str:
-        return _http_url(value)
+    def _url_is_standard_queue(cls, value: str) -> str:
+        _http_url(value)
+        if urlsplit(value).path.rstrip("/").lower().endswith(".fifo"):
+            # A FIFO queue refuses messages without a MessageGroupId, which jobs cannot set yet.
+            raise ValueError("FIFO queues are not supported yet as targets (they need a MessageGroupId)")
+        return value
 
 
 Target = Annotated[HttpTarget | SqsTarget, Field(discriminator="type")]
+# The `type` tags of the target models, e.g. ("HTTP", "SQS").
+TARGET_TYPES: tuple[str, ...] = tuple(
+    tag
+    for member in get_args(get_args(Target)[0])
+    for tag in get_args(member.model_fields["type"].annotation)
+)
+
+
+def _finite_numbers(value: JsonValue) -> JsonValue:
+    """NaN and ±Infinity are not JSON: a payload holding one could not be delivered as JSON."""
+    pending: list[JsonValue] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite; NaN and Infinity are not JSON")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return value
+
+
+Payload = Annotated[JsonValue, AfterValidator(_finite_numbers)]
 
 
 class RetryPolicy(_Strict):
@@ -153,7 +288,7 @@ class JobCreate(_Strict):
     name: str = Field(min_length=1, max_length=200)
     schedule: ScheduleSpec
     target: Target
-    payload: JsonValue = None
+    payload: Payload = None
     priority: Priority = Priority.NORMAL
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
@@ -167,7 +302,7 @@ class Job(BaseModel):
     status: JobStatus
     schedule: ScheduleSpec
     target: Target
-    payload: JsonValue = None
+    payload: Payload = None
     priority: Priority
     retry: RetryPolicy
     next_fire_at: datetime | None

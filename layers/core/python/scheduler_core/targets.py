@@ -1,6 +1,7 @@
 """Delivering a run to its job's target (DESIGN §7). HTTP: the payload as JSON with the
 scheduler's headers; 2xx is success, 408/429/5xx/timeouts are worth retrying, any other
-4xx is final. SQS: the payload as the message body."""
+4xx is final. SQS: the payload as the message body. Delivery never raises: whatever goes
+wrong is a failed `Delivery`, so the run is always finished."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import urllib.request
 from botocore.exceptions import BotoCoreError, ClientError
 
 from scheduler_core.aws import AwsClients
-from scheduler_core.model import HttpTarget, Job, Run, SqsTarget, iso_or_none
+from scheduler_core.model import HttpTarget, Job, Run, SqsTarget, iso_or_none, reserved_header_reason
+from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
 
 USER_AGENT = "serverless-scheduler/0.1"
@@ -47,14 +49,21 @@ class TargetDispatcher:
         self._clients = clients
 
     def deliver(self, job: Job, run: Run) -> Delivery:
-        if isinstance(job.target, HttpTarget):
-            return self._deliver_http(job.target, job, run)
-        return self._deliver_sqs(job.target, job, run)
+        try:
+            if isinstance(job.target, HttpTarget):
+                return self._deliver_http(job.target, job, run)
+            return self._deliver_sqs(job.target, job, run)
+        except Exception as error:
+            # A bug, or input that validation let through: raising would leave the run RUNNING.
+            logger.exception("delivery raised", extra={"job_id": job.job_id, "run_id": run.run_id})
+            return Delivery(ok=False, error=f"{type(error).__name__}: {error}", retryable=False)
 
     def _deliver_http(self, target: HttpTarget, job: Job, run: Run) -> Delivery:
-        # The job's own headers first, so they cannot override the scheduler's.
+        # Validation already refuses headers the scheduler or HTTP owns; dropping them here too
+        # (in any case) keeps the scheduler's own headers authoritative whatever the job holds.
+        own = {name: value for name, value in target.headers.items() if reserved_header_reason(name) is None}
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-        headers |= target.headers | scheduler_headers(job, run)
+        headers |= own | scheduler_headers(job, run)
         body = None if target.method == "GET" else json.dumps(job.payload).encode()
         request = urllib.request.Request(target.url, data=body, headers=headers, method=target.method)
         try:
