@@ -199,3 +199,31 @@ def test_an_at_slightly_in_the_past_fires_at_once_and_reports_its_lateness(
     assert run["scheduled_for"] == mark(at)
     assert run["run_id"] == f"{job['job_id']}:{to_ms(at)}"
     assert run["lateness_ms"] == 20_000
+
+
+def test_one_unreadable_stored_job_does_not_stop_its_shards_poll(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A job stored under older, looser rules that no longer validates is skipped and logged;
+    the other jobs of its bucket still fire."""
+    fire_at = clock.now() + timedelta(minutes=5)
+    ids = [cloud.create(hook(receiver, at=fire_at.isoformat()))["job_id"] for _ in range(12)]
+    ddb, table = cloud.clients.dynamodb(), cloud.settings.jobs_table_name
+    broken = ids[0]
+    spec = json.loads(
+        ddb.get_item(TableName=table, Key={"pk": {"S": f"JOB#{broken}"}, "sk": {"S": "JOB"}})["Item"]["spec"][
+            "S"
+        ]
+    )
+    spec["target"]["headers"] = {"Host": "forged"}  # refused by today's rules
+    ddb.update_item(
+        TableName=table,
+        Key={"pk": {"S": f"JOB#{broken}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET spec = :spec",
+        ExpressionAttributeValues={":spec": {"S": json.dumps(spec)}},
+    )
+    clock.move_to(fire_at - timedelta(seconds=60))
+    assert sum(len(report.claimed) for report in cloud.poll()) == 11
+    clock.move_to(fire_at)
+    cloud.deliver()
+    assert sorted(run.split(":")[0] for run in receiver.by_run()) == sorted(ids[1:])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from scheduler_core import keys, run_state
 from scheduler_core.aws import AwsClients
@@ -22,6 +23,7 @@ from scheduler_core.clock import from_ms, to_ms
 from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.errors import InvalidRequest, field_error
 from scheduler_core.model import Job, JobStatus, Run, RunStatus
+from scheduler_core.observability import logger
 from scheduler_core.ports import JobNotActive, Page, StoreContention
 
 if TYPE_CHECKING:
@@ -212,15 +214,22 @@ class DynamoJobStore:
             "ExpressionAttributeValues": _values(bucket=keys.due_pk(bucket_ms, shard), until=until_ms),
         }
         try:
-            return [
-                self._job_from_item(item)
-                for item, _ in self._query_items(query, None)
-                if item["sk"]["S"] == keys.JOB_SK
-            ]
+            items = [item for item, _ in self._query_items(query, None) if item["sk"]["S"] == keys.JOB_SK]
         except ClientError as error:
             if _error_code(error) in _CONTENTION_CODES:
                 raise StoreContention(str(error)) from error
             raise
+        jobs = []
+        for item in items:
+            try:
+                jobs.append(self._job_from_item(item))
+            except ValidationError as error:
+                # One unreadable job (stored under older, looser rules) must not stop the
+                # shard's poll: it is logged and left where it is for a person to look at.
+                logger.error(
+                    "due job unreadable; skipped", extra={"pk": item["pk"]["S"], "error": str(error)}
+                )
+        return jobs
 
     def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
         """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job from
