@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 from infra.config import REPO_ROOT
 from infra.local.api_gateway import CALLER_HEADER, ApiGateway, deployed_routes
@@ -124,6 +125,11 @@ class LocalCloud:
         targets = scheduled_targets(self.aws, self.hosts)
         self._schedules = ScheduleDriver(targets, lambda t, message: self.console.error(t.rule, message))
         self._schedules.start()
+
+    def observe_batches(self, observer: Callable[[str, list[dict[str, Any]]], None]) -> None:
+        """Call `observer(queue_arn, records)` for every batch a queue mapping hands over."""
+        for source in self.event_sources:
+            source.observers.append(observer)
 
     def describe(self) -> None:
         """The start-up screen."""

@@ -65,6 +65,8 @@ class SqsEventSource:
         self._slots = threading.Semaphore(self.max_concurrency)
         self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix=f"esm-{name}")
         self._stop = threading.Event()
+        # Called with (queue ARN, records) before each batch is handed to the function.
+        self.observers: list[Callable[[str, list[dict[str, Any]]], None]] = []
 
     def start(self) -> None:
         threading.Thread(target=self._poll, daemon=True).start()
@@ -94,6 +96,8 @@ class SqsEventSource:
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
         try:
             event = {"Records": [sqs_record(m, self.queue_arn, self._region) for m in messages]}
+            for observe in self.observers:
+                observe(self.queue_arn, event["Records"])
             try:
                 result = self._host.invoke(event)
             except FunctionError as error:

@@ -188,8 +188,12 @@ class FunctionHost:
                 self._free.notify()
             raise
         with self._free:
-            self._all.append(instance)
-        return instance
+            if not self._stopped:
+                self._all.append(instance)
+                return instance
+            self._slots_taken -= 1
+        instance.stop()  # it finished starting after stop(): stop() never saw it
+        raise FunctionError({"errorType": "Stopped", "errorMessage": "the local cloud stopped"})
 
     def _forget(self, instance: RuntimeProcess) -> None:
         """Caller holds the lock: a dead instance gives its slot back."""
