@@ -10,7 +10,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import SchedulerConfig
-from infra.function import LOG_RETENTION, SchedulerFunction
+from infra.function import LOG_RETENTION, SchedulerFunction, claiming_environment
 from infra.job_store import TENANT_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
@@ -45,13 +45,7 @@ class Api(Construct):
             log_level=config.log_level,
             # Below API Gateway's 29 s integration timeout, so our own error reaches the caller.
             timeout=Duration.seconds(25),
-            environment={
-                "JOBS_TABLE_NAME": store.jobs_table.table_name,
-                **queues.url_environment(),
-                "SHARD_COUNT": str(config.shards),
-                "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
-                "RUN_RETENTION_DAYS": str(config.run_retention_days),
-            },
+            environment=claiming_environment(config, store, queues),
         )
         # Creating a job that fires within the lookahead claims it at once: the same
         # conditional TransactWriteItems as the poller, authorized as its item actions.

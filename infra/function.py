@@ -10,11 +10,25 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import FUNCTIONS_DIR
+from infra.config import FUNCTIONS_DIR, SchedulerConfig
+from infra.job_store import JobStore
 from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_runtime
+from infra.queues import SchedulerQueues
 
 METRICS_NAMESPACE = "ServerlessScheduler"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+def claiming_environment(config: SchedulerConfig, store: JobStore, queues: SchedulerQueues) -> dict[str, str]:
+    """What a function that claims firings and enqueues them reads: the API (at create) and
+    the poller share it, so both claim with the same shards and lookahead."""
+    return {
+        "JOBS_TABLE_NAME": store.jobs_table.table_name,
+        **queues.url_environment(),
+        "SHARD_COUNT": str(config.shards),
+        "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
+        "RUN_RETENTION_DAYS": str(config.run_retention_days),
+    }
 
 
 class SchedulerFunction(Construct):

@@ -8,7 +8,7 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra.config import SchedulerConfig
-from infra.function import SchedulerFunction
+from infra.function import SchedulerFunction, claiming_environment
 from infra.job_store import DUE_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
@@ -40,13 +40,7 @@ class Poller(Construct):
             log_level=config.log_level,
             # A poll must end before the next minute's poll of the same shard starts.
             timeout=Duration.seconds(60),
-            environment={
-                "JOBS_TABLE_NAME": store.jobs_table.table_name,
-                **queues.url_environment(),
-                "SHARD_COUNT": str(config.shards),
-                "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
-                "RUN_RETENTION_DAYS": str(config.run_retention_days),
-            },
+            environment=claiming_environment(config, store, queues),
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which
         # IAM authorizes as its item actions; watermarks are read and updated on the table.
