@@ -20,3 +20,26 @@ for _name, _value in _TEST_ENV.items():
     os.environ[_name] = _value
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
+
+
+def _serialize_in_process_moto() -> None:
+    """moto's in-process backends are not thread-safe: `transact_write_items` deep-copies a
+    table for rollback while other threads write to it ("dictionary changed size during
+    iteration"). Our worker runs a batch's records concurrently, as it should, so in tests
+    moto's request handling (not our code) is serialized. Real DynamoDB has no such race;
+    moto's server mode, used by the local cloud, answers it with a 500 botocore retries."""
+    import threading
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    handle = BotocoreStubber.process_request
+
+    def process_request_serially(self: BotocoreStubber, request: object) -> object:
+        with lock:
+            return handle(self, request)  # type: ignore[arg-type]
+
+    BotocoreStubber.process_request = process_request_serially  # type: ignore[assignment,method-assign]
+
+
+_serialize_in_process_moto()

@@ -75,9 +75,6 @@ class WebhookReceiver:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return
 
-        # A real receiver's backlog: socketserver's default of 5 drops connections when a
-        # worker batch (10 concurrent deliveries) meets a busy machine.
-        ThreadingHTTPServer.request_queue_size = 128
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
