@@ -120,6 +120,12 @@ class LocalCloud:
         )
         self._api.start()
         self.event_sources = event_sources(self.aws, self.hosts, self.console.error)
+        # moto tries to run the mappings itself (through Docker, which fails): each failed try
+        # returns the batch with its receive count raised, until the redrive policy moves it
+        # to the DLQ. The local cloud runs them, so moto's own attempts are switched off.
+        lambda_client = self.aws.client("lambda")
+        for mapping in lambda_client.list_event_source_mappings()["EventSourceMappings"]:
+            lambda_client.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
         for source in self.event_sources:
             source.start()
         targets = scheduled_targets(self.aws, self.hosts)

@@ -95,7 +95,7 @@ class MotoServer:
     def __init__(self, host: str, port: int) -> None:
         self.url = f"http://{host}:{port}"
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+            [sys.executable, "-m", "infra.local.moto_process", "-H", host, "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent,  # started by the local cloud's starting thread

@@ -12,7 +12,7 @@ from infra.local.cloud import LocalCloud
 from tests.e2e.polling import wait_for
 
 PROC = Path("/proc")
-LOCAL_CLOUD_PROGRAMS = ("infra.local.runtime", "moto.server")
+LOCAL_CLOUD_PROGRAMS = ("infra.local.runtime", "infra.local.moto_process")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def local_cloud_processes(moto_url: str | None = None) -> list[ChildProcess]:
             continue
         if moto_url is not None:
             port = moto_url.rsplit(":", 1)[-1]
-            is_its_moto = "moto.server" in process.command and f"-p {port}" in process.command
+            is_its_moto = "infra.local.moto_process" in process.command and f"-p {port}" in process.command
             if not (is_its_moto or process.endpoint_url == moto_url):
                 continue
         found.append(process)

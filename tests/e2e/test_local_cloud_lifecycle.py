@@ -46,7 +46,7 @@ def test_stopping_a_local_cloud_ends_moto_and_every_function_instance(receiver: 
             API_POLL_INTERVAL_SECONDS,
         )
         commands = [p.command for p in local_cloud_processes(cloud.moto_url)]
-        assert sum("moto.server" in c for c in commands) == 1, commands
+        assert sum("infra.local.moto_process" in c for c in commands) == 1, commands
         assert sum("infra.local.runtime" in c for c in commands) >= len(cloud.hosts), commands
     finally:
         cloud.stop()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import boto3
 import pytest
 
+from infra.local.cloud import LocalCloud
 from tests.e2e.api_client import ApiClient, arrivals, http_job, iso
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, now_ms, seconds_until, wait_for, wait_until
 from tests.support.receiver import WebhookReceiver
@@ -78,3 +80,30 @@ def test_a_job_cancelled_before_its_time_never_arrives(api: ApiClient, receiver:
     assert arrivals(receiver, job_id) == []
     assert api.job(job_id)["status"] == "CANCELLED"
     assert [r["status"] for r in api.runs(job_id)] == ["CANCELLED"]
+
+
+def test_a_burst_of_jobs_all_arrive_exactly_once_and_nothing_is_dead_lettered(
+    api: ApiClient, receiver: WebhookReceiver, local_cloud: LocalCloud
+) -> None:
+    """Nothing but the local cloud's own queue mappings may take messages off the queues
+    (moto, left alone, tries to run them through Docker and, failing, dead-letters them)."""
+    fire_at = now_ms() + timedelta(seconds=4)
+    job_ids = [
+        api.create_job(http_job(receiver, f"burst-{i}", {"at": iso(fire_at)}))["job_id"] for i in range(30)
+    ]
+    wait_for(
+        lambda: all(arrivals(receiver, job_id) for job_id in job_ids),
+        seconds_until(fire_at) + MARGIN_SECONDS,
+        "every delivery",
+    )
+    wait_until(fire_at + timedelta(seconds=3))  # room for a duplicate to show
+    assert [len(arrivals(receiver, job_id)) for job_id in job_ids] == [1] * 30
+    session = boto3.session.Session(
+        aws_access_key_id="e2e", aws_secret_access_key="e2e", region_name="us-east-1"
+    )
+    sqs = session.client("sqs", endpoint_url=local_cloud.moto_url)
+    [dlq] = [url for url in sqs.list_queues()["QueueUrls"] if "DeadLetter" in url]
+    attributes = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "0"
+    mappings = session.client("lambda", endpoint_url=local_cloud.moto_url).list_event_source_mappings()
+    assert {mapping["State"] for mapping in mappings["EventSourceMappings"]} == {"Disabled"}
