@@ -48,6 +48,10 @@ PORT ?= 8080
 run: install
 	$(PY) -m infra.local --port $(PORT)
 
+# Fire lateness, dispatch overhead and requests per run; prints tables, writes bench-results/latest.json.
+bench: install
+	$(PY) -m bench
+
 # Deploy to the AWS account of your current credentials.
 deploy: install
 	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never

@@ -1,0 +1,160 @@
+"""`python -m bench` (`make bench`): fire lateness on the local cloud, dispatch overhead
+against a plain boto3 floor, and AWS requests per run. Prints a table per part and writes
+every figure as JSON. A part that fails is reported and the others still run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bench.api_calls import measure_requests, print_requests, requests_headline
+from bench.dispatch import dispatch_headline, measure_dispatch, print_dispatch
+from bench.lateness import lateness_headline, measure_lateness, print_lateness
+from bench.report import describe_machine, machine
+from bench.stack import BenchStack
+
+PARTS = ("lateness", "dispatch", "requests")
+HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "lateness": lateness_headline,
+    "dispatch": dispatch_headline,
+    "requests": requests_headline,
+}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--jobs", type=_positive, default=600, help="fire lateness: one-off jobs (600)")
+    parser.add_argument(
+        "--spread-seconds", type=float, default=180, help="fire lateness: spread of their fire times (180)"
+    )
+    parser.add_argument(
+        "--lead-seconds",
+        type=float,
+        default=15,
+        help="fire lateness: at least this long from creation to the first fire time (15; "
+        "raised when creating the jobs would take longer)",
+    )
+    parser.add_argument(
+        "--margin-seconds",
+        type=float,
+        default=60,
+        help="fire lateness: how long to wait for late runs after the last fire time (60)",
+    )
+    parser.add_argument(
+        "--dispatch-jobs", type=_positive, default=200, help="dispatch overhead: due jobs per poll (200)"
+    )
+    parser.add_argument(
+        "--request-runs", type=_positive, default=10, help="requests per run: one-off runs per path (10)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"), help="JSON figures")
+    parser.add_argument("--only", choices=PARTS, help="run one part only")
+    return parser.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _stop(signum: int, _: Any) -> NoReturn:
+    # SIGTERM unwinds like Ctrl-C, so every `finally` stops what it started.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_part(
+    name: str, measure: Callable[[], dict[str, Any]], printer: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Measure and print one part; a failure becomes `{"error": ...}` in the figures."""
+    print(f"\n== {name} ==", flush=True)
+    started = time.monotonic()
+    try:
+        result = measure()
+    except Exception as error:  # a broken part must not hide the others' figures
+        traceback.print_exc()
+        return {"error": f"{type(error).__name__}: {error}"}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    print()
+    printer(result)
+    return result
+
+
+def print_summary(results: dict[str, Any]) -> None:
+    """The headline figure of every part that ran."""
+    print("\n== summary ==")
+    for part, headline in HEADLINES.items():
+        result = results.get(part)
+        if result is not None:
+            print(f"{part}: " + (f"failed ({result['error']})" if "error" in result else headline(result)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: everything started was stopped; no figures written", file=sys.stderr)
+        return 130
+
+
+def run(args: argparse.Namespace) -> int:
+    """Every part asked for, then the figures as JSON; 1 if a part failed."""
+    parts = [args.only] if args.only else list(PARTS)
+    info = machine()
+    print(describe_machine(info), flush=True)
+    results: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": info,
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
+    on_moto = [part for part in ("dispatch", "requests") if part in parts]
+    if on_moto:
+        print("\ndeploying the stack into a moto server of its own (dispatch overhead, requests per run)…")
+        try:
+            with BenchStack() as stack:
+                if "dispatch" in parts:
+                    results["dispatch"] = run_part(
+                        "dispatch overhead",
+                        lambda: measure_dispatch(stack, args.dispatch_jobs),
+                        print_dispatch,
+                    )
+                if "requests" in parts:
+                    results["requests"] = run_part(
+                        "requests per run", lambda: measure_requests(stack, args.request_runs), print_requests
+                    )
+        except Exception as error:  # the stack did not deploy: the lateness part may still run
+            traceback.print_exc()
+            for part in on_moto:
+                results.setdefault(part, {"error": f"{type(error).__name__}: {error}"})
+    if "lateness" in parts:
+        log = args.out.parent / "local-cloud.log"
+        print(
+            f"\nstarting the local cloud (its output: {log}); this part takes about "
+            f"{args.lead_seconds + args.spread_seconds:.0f} s and more…"
+        )
+        results["lateness"] = run_part(
+            "fire lateness",
+            lambda: measure_lateness(
+                args.jobs, args.spread_seconds, args.lead_seconds, args.margin_seconds, log
+            ),
+            print_lateness,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print_summary(results)
+    print(f"\n{describe_machine(info)}\nfigures written to {args.out}")
+    return 1 if any(isinstance(r, dict) and "error" in r for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""Fire lateness: N one-off jobs spread over the next minutes, created through the local
+cloud's API with HTTP targets on a loopback receiver; per run, arrival − scheduled time.
+
+The receiver runs in a process of its own and takes the arrival time as soon as a
+request's headers are read. The scheduled time is the run's `X-Scheduler-Scheduled-For`
+header (checked against the `at` the job was created with). A warm-up round of jobs due
+in a few seconds starts the API's and the worker's instances and paces creation, so the
+first measured firing comes after creation is over; its runs are left out of the figures.
+Meanwhile a probe times a trivial call to moto, to tell moto's own stalls from the
+scheduler's delays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bench.receiver import Arrival, ReceiverProcess
+from bench.report import percentile, table
+from infra.local.cloud import LocalCloud, LocalCloudOptions
+from scheduler_core import keys
+from scheduler_core.clock import from_ms, to_ms
+from scheduler_core.model import iso_or_none
+
+CREATE_THREADS = 8
+CREATE_TIMEOUT_SECONDS = 30
+SETTLE_SECONDS = 5  # how long to keep listening for duplicates once every run has arrived
+POLL_SECONDS = 0.5
+LEAD_MARGIN_SECONDS = 5
+PROBE_SECONDS = 0.2
+STALL_MS = 250  # a probe slower than this is reported as a moto stall
+CREATE_TIME_FACTOR = 3  # creating N jobs vs the warm-up's pace: the table grows, claims slow down
+WARM_UP_FIRES_AFTER_MS = 3_000
+WARM_UP_WAIT_SECONDS = 10  # after the warm-up runs are due
+
+
+@dataclass(frozen=True)
+class Created:
+    index: int
+    at_ms: int
+    status: int
+    job_id: str | None
+    claimed_at_create: bool  # the job came back with nothing left due: its run is already queued
+    error: str | None
+    seconds: float
+
+    @property
+    def run_id(self) -> str | None:
+        return keys.run_id(self.job_id, self.at_ms) if self.job_id else None
+
+
+def plan(jobs: int, spread_seconds: float, lead_seconds: float, now_ms: int) -> list[int]:
+    """Fire times (epoch ms) evenly spread over `spread_seconds`, the first `lead_seconds` from now."""
+    first = now_ms + round(lead_seconds * 1000)
+    return [first + round(i * spread_seconds * 1000 / jobs) for i in range(jobs)]
+
+
+def create_job(
+    api_url: str, target_url: str, index: int, at_ms: int, name: str = "bench-lateness"
+) -> Created:
+    body = {
+        "name": f"{name}-{index}",
+        "schedule": {"at": iso_or_none(from_ms(at_ms))},
+        "target": {"type": "HTTP", "url": target_url},
+        "payload": {"index": index},
+    }
+    request = urllib.request.Request(
+        f"{api_url}/v1/jobs",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=CREATE_TIMEOUT_SECONDS) as response:
+            reply = json.load(response)
+            return Created(
+                index,
+                at_ms,
+                response.status,
+                reply["job_id"],
+                reply.get("next_fire_at") is None,
+                None,
+                time.monotonic() - started,
+            )
+    except urllib.error.HTTPError as error:
+        text = error.read()[:300].decode(errors="replace")
+        return Created(index, at_ms, error.code, None, False, text, time.monotonic() - started)
+    except OSError as error:
+        return Created(index, at_ms, 0, None, False, str(error), time.monotonic() - started)
+
+
+def create_all(
+    api_url: str, target_url: str, fire_times: list[int], name: str = "bench-lateness"
+) -> list[Created]:
+    """Create a job per fire time, CREATE_THREADS requests at a time."""
+    pool = ThreadPoolExecutor(CREATE_THREADS)
+    try:
+        return list(
+            pool.map(
+                lambda item: create_job(api_url, target_url, item[0], item[1], name), enumerate(fire_times)
+            )
+        )
+    finally:  # interrupted: the requests not yet sent never are
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def warm_up(api_url: str, receiver: ReceiverProcess) -> tuple[float, set[str]]:
+    """Jobs due in a few seconds, fired and delivered before the measured ones are created:
+    they start the API's instances (first round), time the create path with its claim
+    (second round), and warm the queues and the worker. Returns creates per second and
+    their run ids."""
+    soon = int(time.time() * 1000) + WARM_UP_FIRES_AFTER_MS
+    first = create_all(api_url, receiver.url, [soon] * CREATE_THREADS, name="bench-warm-up")
+    started = time.monotonic()
+    timed = create_all(api_url, receiver.url, [soon + 1] * 2 * CREATE_THREADS, name="bench-warm-up")
+    rate = len(timed) / (time.monotonic() - started)
+    runs = {c.run_id for c in first + timed if c.run_id}
+    wait_for_arrivals(receiver, runs, soon / 1000 + WARM_UP_WAIT_SECONDS, settle_seconds=1)
+    return rate, runs
+
+
+def wait_for_arrivals(
+    receiver: ReceiverProcess, expected: set[str], deadline: float, settle_seconds: float = SETTLE_SECONDS
+) -> float:
+    """Until every expected run has arrived (and `settle_seconds` more, for duplicates) or the
+    deadline; returns the wall time the wait ended."""
+    all_arrived_at: float | None = None
+    while time.time() < deadline:
+        if all_arrived_at is None and expected <= {a.run_id for a in receiver.arrivals()}:
+            all_arrived_at = time.time()
+        if all_arrived_at is not None and time.time() - all_arrived_at >= settle_seconds:
+            break
+        time.sleep(POLL_SECONDS)
+    return time.time()
+
+
+class MotoProbe:
+    """A trivial call to moto every PROBE_SECONDS from a thread: how long it takes shows when
+    moto itself stalls, so late runs can be told apart from the scheduler's own delays."""
+
+    def __init__(self, cloud: LocalCloud) -> None:
+        assert cloud.aws is not None
+        self._dynamodb = cloud.aws.client("dynamodb")
+        self.samples: list[tuple[float, float]] = []  # (epoch seconds sent, seconds taken)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sent = time.time()
+            with contextlib.suppress(BotoCoreError, ClientError):
+                self._dynamodb.list_tables(Limit=1)
+            self.samples.append((sent, time.time() - sent))
+            self._stop.wait(PROBE_SECONDS)
+
+    def __enter__(self) -> MotoProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def summary(self, since: float) -> dict[str, Any]:
+        taken_ms = [seconds * 1000 for _, seconds in self.samples]
+        stalls = [
+            {"at_seconds": round(sent - since, 1), "ms": round(seconds * 1000)}
+            for sent, seconds in self.samples
+            if seconds * 1000 >= STALL_MS
+        ]
+        return {"interval_seconds": PROBE_SECONDS, "call_ms": _stats(taken_ms), "stalls": stalls}
+
+
+def queue_depths(cloud: LocalCloud) -> dict[str, dict[str, int]]:
+    """Messages left on every queue of the stack (a run on the DLQ is a missed run)."""
+    assert cloud.aws is not None
+    sqs = cloud.aws.client("sqs")
+    depths = {}
+    for url in sqs.list_queues().get("QueueUrls", []):
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        depths[url.rsplit("/", 1)[-1]] = {name: int(value) for name, value in attributes.items()}
+    return depths
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    return {
+        "count": len(values),
+        "p50": percentile(values, 0.50),
+        "p95": percentile(values, 0.95),
+        "p99": percentile(values, 0.99),
+        "max": max(values) if values else None,
+        "min": min(values) if values else None,
+    }
+
+
+def summarize(created: list[Created], arrivals: list[Arrival]) -> dict[str, Any]:
+    """Lateness of each run's first delivery; missed, duplicated, early and stray deliveries."""
+    by_run: dict[str, list[Arrival]] = defaultdict(list)
+    for arrival in sorted(arrivals, key=lambda a: a.arrived_ms):
+        by_run[arrival.run_id].append(arrival)
+    expected = {c.run_id: c for c in created if c.run_id}
+    lateness: dict[str, float] = {}
+    wrong_scheduled_for = 0
+    for run_id, job in expected.items():
+        if run_id not in by_run:
+            continue
+        first = by_run[run_id][0]
+        scheduled_ms = to_ms(datetime.fromisoformat(first.scheduled_for))
+        wrong_scheduled_for += scheduled_ms != job.at_ms
+        lateness[run_id] = first.arrived_ms - scheduled_ms
+    values = list(lateness.values())
+    runs = [
+        {
+            "run_id": run_id,
+            "scheduled_ms": job.at_ms,
+            "claimed_at_create": job.claimed_at_create,
+            "deliveries": len(by_run.get(run_id, [])),
+            "lateness_ms": None if run_id not in lateness else round(lateness[run_id], 1),
+        }
+        for run_id, job in expected.items()
+    ]
+    create_seconds = [c.seconds for c in created]
+    return {
+        "jobs_planned": len(created),
+        "jobs_created": len(expected),
+        "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
+        "create_latency_ms": _stats([s * 1000 for s in create_seconds]),
+        "lateness_ms": _stats(values),
+        "lateness_ms_by_claim": {
+            "at_create": _stats([v for r, v in lateness.items() if expected[r].claimed_at_create]),
+            "by_poll": _stats([v for r, v in lateness.items() if not expected[r].claimed_at_create]),
+        },
+        "missed": len(set(expected) - set(by_run)),
+        "duplicated_runs": sum(1 for r in expected if len(by_run.get(r, [])) > 1),
+        "extra_deliveries": sum(max(0, len(by_run.get(r, [])) - 1) for r in expected),
+        "early": sum(1 for v in values if v < 0),
+        "unexpected_deliveries": sum(len(a) for r, a in by_run.items() if r not in expected),
+        "wrong_scheduled_for": wrong_scheduled_for,
+        "runs": runs,
+    }
+
+
+def measure_lateness(
+    jobs: int, spread_seconds: float, lead_seconds: float, margin_seconds: float, log_path: Path
+) -> dict[str, Any]:
+    """Start the local cloud (its output to `log_path`), create the jobs, listen until they
+    are all due plus `margin_seconds`, stop everything, summarize."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as log, ReceiverProcess() as receiver:
+        started = time.monotonic()
+        # verbose: every function's log lines (poll summaries too) land in the log, with times.
+        options = LocalCloudOptions(api_port=0, moto_port=0, out=log, verbose=True)
+        cloud = LocalCloud(options).start()
+        try:
+            cloud.describe()
+            startup_seconds = time.monotonic() - started
+            # Creation must be over before the first firing.
+            rate, warm_up_runs = warm_up(cloud.api_url, receiver)
+            lead_seconds = max(lead_seconds, LEAD_MARGIN_SECONDS + CREATE_TIME_FACTOR * jobs / rate)
+            fire_times = plan(jobs, spread_seconds, lead_seconds, int(time.time() * 1000))
+            with MotoProbe(cloud) as probe:
+                creating = time.monotonic()
+                created = create_all(cloud.api_url, receiver.url, fire_times)
+                created_by_ms = time.time() * 1000
+                create_seconds = time.monotonic() - creating
+                expected = {c.run_id for c in created if c.run_id}
+                ended = wait_for_arrivals(receiver, expected, fire_times[-1] / 1000 + margin_seconds)
+            queues = queue_depths(cloud)
+        finally:
+            cloud.stop()
+        arrivals = receiver.arrivals()
+    result = summarize(created, [a for a in arrivals if a.run_id not in warm_up_runs])
+    result |= {
+        "jobs": jobs,
+        "spread_seconds": spread_seconds,
+        "lead_seconds": lead_seconds,
+        "warm_up_creates_per_second": rate,
+        "warm_up_runs": len(warm_up_runs),
+        "warm_up_deliveries": sum(1 for a in arrivals if a.run_id in warm_up_runs),
+        "startup_seconds": startup_seconds,
+        "create_seconds": create_seconds,
+        "creation_overlapped_firing": created_by_ms > fire_times[0],
+        "listened_until_seconds_after_last_fire": ended - fire_times[-1] / 1000,
+        "log": str(log_path),
+        "queues_at_end": queues,
+        "moto_probe": probe.summary(since=fire_times[0] / 1000),
+    }
+    return result
+
+
+def print_lateness(result: dict[str, Any]) -> None:
+    print(
+        f"Fire lateness — {result['jobs']} one-off jobs over {result['spread_seconds']:.0f} s, "
+        f"HTTP targets on a loopback receiver (arrival − scheduled time)"
+    )
+    rows = []
+    for name, stats in [
+        ("all runs", result["lateness_ms"]),
+        ("  claimed at create", result["lateness_ms_by_claim"]["at_create"]),
+        ("  claimed by a poll", result["lateness_ms_by_claim"]["by_poll"]),
+    ]:
+        rows.append(
+            [name, stats["count"], stats["p50"], stats["p95"], stats["p99"], stats["max"], stats["min"]]
+        )
+    print(table(["lateness ms", "runs", "p50", "p95", "p99", "max", "min"], rows))
+    print(
+        f"missed {result['missed']}   duplicated {result['duplicated_runs']}   early {result['early']}   "
+        f"(goal: p99 ≤ 500 ms, 0 missed, 0 duplicated; early must be 0)"
+    )
+    latency, r = result["create_latency_ms"], result
+    print(
+        f"  creation: {r['jobs_created']}/{r['jobs_planned']} jobs in {r['create_seconds']:.1f} s "
+        f"(p50 {_ms(latency['p50'])}, p99 {_ms(latency['p99'])} a create); first firing "
+        f"{r['lead_seconds']:.0f} s after creation began (warm-up: {r['warm_up_creates_per_second']:.1f}/s)"
+    )
+    if result["creation_overlapped_firing"]:
+        print("  warning: creation was still going on when the first jobs fired")
+    print(
+        f"  checks: warm-up runs delivered {result['warm_up_deliveries']}/{result['warm_up_runs']}, "
+        f"stray deliveries {result['unexpected_deliveries']}, "
+        f"wrong X-Scheduler-Scheduled-For {result['wrong_scheduled_for']}"
+    )
+    probe, call_ms = result["moto_probe"], result["moto_probe"]["call_ms"]
+    stalls = ", ".join(f"{s['ms']} ms at {s['at_seconds']:+.0f} s" for s in probe["stalls"][:12])
+    print(
+        f"  moto probe (a trivial call every {probe['interval_seconds']} s): p99 {_ms(call_ms['p99'])}, "
+        f"max {_ms(call_ms['max'])}; stalls ≥ {STALL_MS} ms (from the first firing): {stalls or 'none'}"
+    )
+    print(f"  local cloud log: {result['log']}")
+    for queue, depths in result["queues_at_end"].items():
+        if any(depths.values()):
+            print(f"  left on {queue}: {depths}")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def lateness_headline(result: dict[str, Any]) -> str:
+    stats = result["lateness_ms"]
+    return (
+        f"p99 {_ms(stats['p99'])} over {stats['count']} runs (goal ≤ 500 ms), missed {result['missed']}, "
+        f"duplicated {result['duplicated_runs']}, early {result['early']}"
+    )

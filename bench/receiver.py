@@ -1,0 +1,163 @@
+"""A webhook receiver on loopback that answers 200 and records when each delivery arrived.
+
+`Receiver` runs in the calling process (enough for counting requests). `ReceiverProcess`
+runs the same server in a process of its own, so arrival times are taken on a clock and
+a GIL that the benchmark's other threads cannot delay; it reports one JSON line per
+delivery (`python -m bench.receiver`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+READY = "listening on port "
+
+
+@dataclass(frozen=True)
+class Arrival:
+    run_id: str
+    scheduled_for: str  # the X-Scheduler-Scheduled-For header, ISO-8601 with ms
+    attempt: str
+    arrived_ms: float  # epoch milliseconds, taken as soon as the request's headers are read
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Deliveries come in bursts; with the default backlog of 5 a dropped SYN costs the
+    # sender a 1 s retransmit, which would show up as lateness that is not the scheduler's.
+    request_queue_size = 128
+
+
+class Receiver:
+    """Answers every request with 200 and hands each arrival to `record`."""
+
+    def __init__(self, record: Callable[[Arrival], None]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                arrived_ms = time.time() * 1000
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                record(
+                    Arrival(
+                        run_id=self.headers.get("X-Scheduler-Run-Id", ""),
+                        scheduled_for=self.headers.get("X-Scheduler-Scheduled-For", ""),
+                        attempt=self.headers.get("X-Scheduler-Attempt", ""),
+                        arrived_ms=arrived_ms,
+                    )
+                )
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self.port: int = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def __enter__(self) -> Receiver:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _die_with_parent() -> None:
+    """Linux: the receiver gets SIGTERM when the benchmark dies, even by SIGKILL."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class ReceiverProcess:
+    """`Receiver` in a child process; `arrivals()` is what it has reported so far."""
+
+    def __init__(self, start_timeout: float = 30) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.receiver"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            preexec_fn=_die_with_parent,
+        )
+        self._arrivals: list[Arrival] = []
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self.url = ""
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._ready.wait(start_timeout):
+            self.stop()
+            raise RuntimeError("the webhook receiver did not start")
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            if line.startswith(READY):
+                self.url = f"http://127.0.0.1:{int(line[len(READY) :])}/hook"
+                self._ready.set()
+                continue
+            with self._lock:
+                self._arrivals.append(Arrival(**json.loads(line)))
+
+    def arrivals(self) -> list[Arrival]:
+        with self._lock:
+            return list(self._arrivals)
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=5)
+
+    def __enter__(self) -> ReceiverProcess:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    lock = threading.Lock()
+
+    def report(arrival: Arrival) -> None:
+        with lock:
+            sys.stdout.write(json.dumps(dataclasses.asdict(arrival)) + "\n")
+            sys.stdout.flush()
+
+    receiver = Receiver(report)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(f"{READY}{receiver.port}", flush=True)
+    receiver.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
