@@ -227,3 +227,16 @@ def test_one_unreadable_stored_job_does_not_stop_its_shards_poll(
     clock.move_to(fire_at)
     cloud.deliver()
     assert sorted(run.split(":")[0] for run in receiver.by_run()) == sorted(ids[1:])
+
+
+def test_cancelling_a_runs_not_started_leaves_a_run_a_worker_holds_alone(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(hook(receiver, at=(clock.now() + timedelta(seconds=5)).isoformat()))
+    store, now = cloud.dispatcher._store, clock.now()
+    fire_ms = to_ms(now + timedelta(seconds=5))
+    assert store.start_run_if_waiting(job["job_id"], fire_ms, 1, now, now + timedelta(minutes=9)) is not None
+    assert store.cancel_run_if_not_started(job["job_id"], fire_ms, 1, now) is False
+    run = store.get_run(job["job_id"], fire_ms)
+    assert run is not None
+    assert run.status == "RUNNING"

@@ -85,3 +85,7 @@ def test_sources_of_agrees_with_can_transition(source: RunStatus, target: RunSta
 
 def test_terminal_statuses_are_the_ones_a_run_ends_in() -> None:
     assert {S.SUCCEEDED, S.FAILED, S.SKIPPED, S.CANCELLED} == TERMINAL
+
+
+def test_a_run_can_be_cancelled_after_a_worker_took_it_but_before_it_called_the_target() -> None:
+    assert can_transition(S.RUNNING, S.CANCELLED)

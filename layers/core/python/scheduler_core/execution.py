@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from enum import StrEnum
 
-from scheduler_core.clock import Clock, from_ms
+from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.model import JobStatus, RunMessage, RunStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobNotActive, JobStore, TargetInvoker
@@ -58,14 +58,12 @@ class RunExecutor:
             logger.info("run cancelled with its job", extra=context)
             return Outcome.CANCELLED
 
-        # SQS delays in whole seconds; the rest of the wait happens here.
         scheduled_for = from_ms(message.scheduled_for_ms)
-        early = scheduled_for - self._clock.now()
-        if early > self._max_early:
-            raise RunNotDueYet(f"run {message.run_id} is due in {early.total_seconds():.1f}s")
-        self._clock.sleep_until(scheduled_for)
-
         now = self._clock.now()
+        if scheduled_for - now > self._max_early:
+            raise RunNotDueYet(f"run {message.run_id} is due in {(scheduled_for - now).total_seconds():.1f}s")
+        # Take the run as soon as its message arrives (a little early, by design): the
+        # conditional transaction is the slow step, so it happens before the run's time.
         try:
             run = self._store.start_run_if_waiting(
                 message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
@@ -79,8 +77,27 @@ class RunExecutor:
         if run is None:
             logger.info("duplicate or stale message dropped", extra=context)
             return Outcome.DUPLICATE
-        metrics.add_metric(name="FireLateness", unit="Milliseconds", value=run.lateness_ms or 0)
 
+        # SQS delays in whole seconds and a little early; the rest of the wait happens here.
+        self._clock.sleep_until(scheduled_for)
+        # A cancel may have landed while we waited: one cheap read before calling the target.
+        current = self._store.get_job(message.job_id)
+        if current is None or current.status is JobStatus.CANCELLED:
+            self._store.finish_run_if_running(
+                message.job_id,
+                message.scheduled_for_ms,
+                message.attempt,
+                RunStatus.CANCELLED,
+                self._clock.now(),
+                None,
+                None,
+            )
+            logger.info("run cancelled with its job", extra=context)
+            return Outcome.CANCELLED
+
+        called_at = self._clock.now()
+        lateness_ms = max(0, to_ms(called_at) - message.scheduled_for_ms)
+        metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
         delivery = self._targets.deliver(job, run)
         finished = self._clock.now()
         status = RunStatus.SUCCEEDED if delivery.ok else RunStatus.FAILED
@@ -92,6 +109,7 @@ class RunExecutor:
             finished,
             delivery.error,
             delivery.status_code,
+            lateness_ms=lateness_ms,
         ):
             logger.warning("run taken over by another attempt; result discarded", extra=context)
             return Outcome.LEASE_LOST
@@ -99,7 +117,7 @@ class RunExecutor:
             self._store.complete_job_if_done(job.job_id, finished)
         logger.info(
             "run finished",
-            extra=context | {"status": str(status), "lateness_ms": run.lateness_ms, "error": delivery.error},
+            extra=context | {"status": str(status), "lateness_ms": lateness_ms, "error": delivery.error},
         )
         metrics.add_metric(name="RunsSucceeded" if delivery.ok else "RunsFailed", unit="Count", value=1)
         return Outcome.SUCCEEDED if delivery.ok else Outcome.FAILED

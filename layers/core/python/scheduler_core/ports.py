@@ -61,6 +61,7 @@ class JobStore(Protocol):
         now: datetime,
         error: str | None,
         response_code: int | None,
+        lateness_ms: int | None = None,
     ) -> bool: ...
 
     def cancel_run_if_not_started(

@@ -9,13 +9,20 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.PENDING: frozenset(
         {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}
     ),
-    RunStatus.RUNNING: frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING}),
+    # RUNNING → CANCELLED: a worker took the run early and its job was cancelled before the
+    # run's time, so the target was never called.
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING, RunStatus.CANCELLED}
+    ),
     RunStatus.RETRYING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
     RunStatus.FAILED: frozenset({RunStatus.RETRYING}),  # a manual re-drive
     RunStatus.SUCCEEDED: frozenset(),  # a succeeded run never runs again
     RunStatus.SKIPPED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
 }
+
+# Waiting for a worker: claimed (PENDING) or between attempts (RETRYING).
+WAITING = frozenset({RunStatus.PENDING, RunStatus.RETRYING})
 
 TERMINAL = frozenset(
     status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED

@@ -9,7 +9,7 @@ returns False/None and the caller moves on. Throttling and transaction conflicts
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +70,11 @@ def _condition_failed(error: ClientError) -> bool:
 
 def _status_in(target: RunStatus) -> tuple[str, dict[str, Any]]:
     """`#status IN (...)` of every status the run state machine lets move to `target`."""
-    sources = sorted(run_state.sources_of(target))
-    names = {f"src{i}": str(status) for i, status in enumerate(sources)}
+    return _status_one_of(run_state.sources_of(target))
+
+
+def _status_one_of(statuses: Collection[RunStatus]) -> tuple[str, dict[str, Any]]:
+    names = {f"src{i}": str(status) for i, status in enumerate(sorted(statuses))}
     return f"#status IN ({', '.join(':' + n for n in names)})", _values(**names)
 
 
@@ -398,7 +401,6 @@ class DynamoJobStore:
         started, finished, or moved on to another attempt); JobNotActive if the job was
         cancelled after the run was claimed."""
         condition, values = _status_in(RunStatus.RUNNING)
-        lateness = max(0, to_ms(now) - scheduled_for_ms)
         try:
             self._ddb.transact_write_items(
                 TransactItems=[
@@ -416,7 +418,7 @@ class DynamoJobStore:
                             "TableName": self._table,
                             "Key": self._run_key(job_id, scheduled_for_ms),
                             "UpdateExpression": "SET #status = :running, started_at_ms = :now,"
-                            " lease_until_ms = :lease, lateness_ms = :lateness",
+                            " lease_until_ms = :lease",
                             "ConditionExpression": f"{_RUN_EXISTS} AND {condition} AND attempt = :attempt",
                             "ExpressionAttributeNames": {"#status": "status"},
                             "ExpressionAttributeValues": values
@@ -424,7 +426,6 @@ class DynamoJobStore:
                                 running="RUNNING",
                                 now=to_ms(now),
                                 lease=to_ms(lease_until),
-                                lateness=lateness,
                                 attempt=attempt,
                             ),
                         }
@@ -462,9 +463,11 @@ class DynamoJobStore:
         now: datetime,
         error: str | None,
         response_code: int | None,
+        lateness_ms: int | None = None,
     ) -> bool:
         """RUNNING → `status` only for the attempt that holds the run; False if another
-        attempt took it over (a worker that lost its lease cannot finish the run)."""
+        attempt took it over (a worker that lost its lease cannot finish the run).
+        `lateness_ms`: how late the target was called."""
         sets = ["#status = :final", "finished_at_ms = :now", "expires_at = :expires"]
         names = {"#status": "status"}
         values = _values(
@@ -477,6 +480,9 @@ class DynamoJobStore:
         if response_code is not None:
             sets.append("response_code = :code")
             values |= _values(code=response_code)
+        if lateness_ms is not None:
+            sets.append("lateness_ms = :lateness")
+            values |= _values(lateness=lateness_ms)
         update = f"SET {', '.join(sets)} REMOVE lease_until_ms"
         try:
             self._ddb.update_item(
@@ -496,8 +502,8 @@ class DynamoJobStore:
     def cancel_run_if_not_started(
         self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime
     ) -> bool:
-        """PENDING/RETRYING → CANCELLED (its job was cancelled before the run started)."""
-        condition, values = _status_in(RunStatus.CANCELLED)
+        """PENDING/RETRYING → CANCELLED (its job was cancelled before any worker took the run)."""
+        condition, values = _status_one_of(run_state.WAITING)
         try:
             self._ddb.update_item(
                 TableName=self._table,
