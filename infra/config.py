@@ -51,6 +51,7 @@ class SchedulerConfig:
 
     shards: int
     lookahead_seconds: int
+    delivery_lead_seconds: int
     worker_timeout_seconds: int
     max_receive_count: int
     run_retention_days: int
@@ -62,6 +63,7 @@ class SchedulerConfig:
         _check_range("shards", self.shards, 1, 1000)
         # The same bounds the functions' Settings model enforces.
         _check_range("lookahead_seconds", self.lookahead_seconds, 60, 840)
+        _check_range("delivery_lead_seconds", self.delivery_lead_seconds, 0, 5)
         _check_range("worker_timeout_seconds", self.worker_timeout_seconds, 1, 900)
         # Fewer receives would send a message to the DLQ after a couple of throttles.
         _check_range("max_receive_count", self.max_receive_count, 5, 1000)
@@ -104,6 +106,7 @@ class SchedulerConfig:
         return cls(
             shards=required_int("shards"),
             lookahead_seconds=required_int("lookahead_seconds"),
+            delivery_lead_seconds=required_int("delivery_lead_seconds"),
             worker_timeout_seconds=required_int("worker_timeout_seconds"),
             max_receive_count=required_int("max_receive_count"),
             run_retention_days=required_int("run_retention_days"),

@@ -27,6 +27,7 @@ def claiming_environment(config: SchedulerConfig, store: JobStore, queues: Sched
         **queues.url_environment(),
         "SHARD_COUNT": str(config.shards),
         "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
+        "DELIVERY_LEAD_SECONDS": str(config.delivery_lead_seconds),
         "RUN_RETENTION_DAYS": str(config.run_retention_days),
     }
 

@@ -54,6 +54,7 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"max_receive_count": 4},
         {"worker_timeout_seconds": 901},
         {"lookahead_seconds": 30},
+        {"delivery_lead_seconds": 6},
         {"log_level": "VERBOSE"},
         {"queue_capacity": {"HIGH": {"batch_size": 10, "max_concurrency": 1}}},
         {

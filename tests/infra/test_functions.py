@@ -12,8 +12,22 @@ from tests.infra.conftest import Synthesis
 POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 QUEUE_URLS = {"QUEUE_URL_HIGH", "QUEUE_URL_NORMAL", "QUEUE_URL_LOW"}
 EXPECTED_ENVIRONMENT = {
-    "api": {"JOBS_TABLE_NAME", *QUEUE_URLS, "SHARD_COUNT", "LOOKAHEAD_SECONDS", "RUN_RETENTION_DAYS"},
-    "poller": {"JOBS_TABLE_NAME", *QUEUE_URLS, "SHARD_COUNT", "LOOKAHEAD_SECONDS", "RUN_RETENTION_DAYS"},
+    "api": {
+        "JOBS_TABLE_NAME",
+        *QUEUE_URLS,
+        "SHARD_COUNT",
+        "LOOKAHEAD_SECONDS",
+        "DELIVERY_LEAD_SECONDS",
+        "RUN_RETENTION_DAYS",
+    },
+    "poller": {
+        "JOBS_TABLE_NAME",
+        *QUEUE_URLS,
+        "SHARD_COUNT",
+        "LOOKAHEAD_SECONDS",
+        "DELIVERY_LEAD_SECONDS",
+        "RUN_RETENTION_DAYS",
+    },
     "worker": {
         "JOBS_TABLE_NAME",
         "IDEMPOTENCY_TABLE_NAME",
@@ -107,6 +121,7 @@ def test_numbers_in_the_environment_come_from_the_context(synthesis: Synthesis) 
         assert variables["SHARD_COUNT"] == str(config.shards) == "4"
     for variables in (api, poller):
         assert variables["LOOKAHEAD_SECONDS"] == str(config.lookahead_seconds) == "120"
+        assert variables["DELIVERY_LEAD_SECONDS"] == str(config.delivery_lead_seconds) == "2"
     for variables in (api, poller, worker):
         assert variables["RUN_RETENTION_DAYS"] == str(config.run_retention_days) == "30"
 

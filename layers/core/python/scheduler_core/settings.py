@@ -29,9 +29,10 @@ class Settings(BaseModel):
     # How far ahead of now the poller (and the create path) claims runs. Must cover the
     # longest gap between two polls (EventBridge fires somewhere inside each minute).
     lookahead_seconds: int = Field(120, alias="LOOKAHEAD_SECONDS", ge=60, le=840)
-    # Messages become visible this many seconds before their run's time; the worker waits
-    # out the rest, so a poller's once-a-second view of delayed messages never makes a run late.
-    delivery_lead_seconds: int = Field(1, alias="DELIVERY_LEAD_SECONDS", ge=0, le=5)
+    # Messages become visible this many seconds before their run's time and the worker waits
+    # out the rest: queue pollers see delayed messages about once a second, and the worker's
+    # conditional start (the slow step) happens before the run's time, not after it.
+    delivery_lead_seconds: int = Field(2, alias="DELIVERY_LEAD_SECONDS", ge=0, le=5)
     # How far behind now the poller re-reads the due index: GSI reads are eventually
     # consistent, so a bucket is only left behind once this grace has passed.
     poll_grace_seconds: int = Field(120, alias="POLL_GRACE_SECONDS", ge=0, le=3600)

@@ -64,6 +64,13 @@ def _error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
+def _is_contention(error: ClientError) -> bool:
+    """Throttling, a transaction conflict, or DynamoDB failing on its side (5xx, after
+    botocore's own retries): worth trying again later, not a verdict on the request."""
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    return _error_code(error) in _CONTENTION_CODES or status >= 500
+
+
 def _condition_failed(error: ClientError) -> bool:
     return _error_code(error) == "ConditionalCheckFailedException"
 
@@ -219,7 +226,7 @@ class DynamoJobStore:
         try:
             items = [item for item, _ in self._query_items(query, None) if item["sk"]["S"] == keys.JOB_SK]
         except ClientError as error:
-            if _error_code(error) in _CONTENTION_CODES:
+            if _is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
         jobs = []
@@ -443,10 +450,9 @@ class DynamoJobStore:
 
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
         """The per-item codes of a cancelled transaction; contention raises StoreContention."""
-        code = _error_code(error)
-        if code in _CONTENTION_CODES:
+        if _is_contention(error):
             raise StoreContention(str(error)) from error
-        if code != "TransactionCanceledException":
+        if _error_code(error) != "TransactionCanceledException":
             raise error
         cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
         reasons = [reason.get("Code") for reason in cancellations] + [None] * expected
