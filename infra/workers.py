@@ -52,11 +52,10 @@ class Workers(Construct):
                 "RUN_RETENTION_DAYS": str(config.run_retention_days),
             },
         )
-        # Reads jobs and runs; starts a run in a transaction that checks its job
-        # (ConditionCheckItem) and updates the run; completes jobs. Grants for the
+        # Reads jobs, moves runs with conditional updates, completes jobs. Grants for the
         # idempotency table and for re-sending retries come with those features.
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"],
+            actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
             resources=[store.jobs_table.table_arn],
         )
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.model import JobStatus, RunMessage, RunStatus
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobNotActive, JobStore, TargetInvoker
+from scheduler_core.ports import JobStore, TargetInvoker
 
 
 class Outcome(StrEnum):
@@ -63,17 +63,10 @@ class RunExecutor:
         if scheduled_for - now > self._max_early:
             raise RunNotDueYet(f"run {message.run_id} is due in {(scheduled_for - now).total_seconds():.1f}s")
         # Take the run as soon as its message arrives (a little early, by design): the
-        # conditional transaction is the slow step, so it happens before the run's time.
-        try:
-            run = self._store.start_run_if_waiting(
-                message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
-            )
-        except JobNotActive:  # cancelled while the message waited: never delivered
-            self._store.cancel_run_if_not_started(
-                message.job_id, message.scheduled_for_ms, message.attempt, now
-            )
-            logger.info("run cancelled with its job", extra=context)
-            return Outcome.CANCELLED
+        # conditional write happens before the run's time, not on its critical path.
+        run = self._store.start_run_if_waiting(
+            message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
+        )
         if run is None:
             logger.info("duplicate or stale message dropped", extra=context)
             return Outcome.DUPLICATE

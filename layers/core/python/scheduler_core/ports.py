@@ -18,10 +18,6 @@ class Page:
     next_cursor: str | None
 
 
-class JobNotActive(Exception):
-    """The run's job was cancelled (or otherwise stopped) after the run was claimed."""
-
-
 class StoreContention(Exception):
     """A write failed for a reason worth retrying later (throttling, transaction conflict),
     as opposed to a lost race, which callers see as a False/None result."""

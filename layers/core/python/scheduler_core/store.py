@@ -24,7 +24,7 @@ from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.errors import InvalidRequest, field_error
 from scheduler_core.model import Job, JobStatus, Run, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import JobNotActive, Page, StoreContention
+from scheduler_core.ports import Page, StoreContention
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -403,50 +403,25 @@ class DynamoJobStore:
     def start_run_if_waiting(
         self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime, lease_until: datetime
     ) -> Run | None:
-        """PENDING/RETRYING → RUNNING for exactly this attempt, in one transaction with a check
-        that the job is still active. None for a duplicate or stale message (the run already
-        started, finished, or moved on to another attempt); JobNotActive if the job was
-        cancelled after the run was claimed."""
+        """PENDING/RETRYING → RUNNING for exactly this attempt; None for a duplicate or stale
+        message (the run already started, finished, or moved on to another attempt)."""
         condition, values = _status_in(RunStatus.RUNNING)
         try:
-            self._ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "ConditionCheck": {
-                            "TableName": self._table,
-                            "Key": _to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}),
-                            "ConditionExpression": "#status <> :cancelled",
-                            "ExpressionAttributeNames": {"#status": "status"},
-                            "ExpressionAttributeValues": _values(cancelled="CANCELLED"),
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self._table,
-                            "Key": self._run_key(job_id, scheduled_for_ms),
-                            "UpdateExpression": "SET #status = :running, started_at_ms = :now,"
-                            " lease_until_ms = :lease",
-                            "ConditionExpression": f"{_RUN_EXISTS} AND {condition} AND attempt = :attempt",
-                            "ExpressionAttributeNames": {"#status": "status"},
-                            "ExpressionAttributeValues": values
-                            | _values(
-                                running="RUNNING",
-                                now=to_ms(now),
-                                lease=to_ms(lease_until),
-                                attempt=attempt,
-                            ),
-                        }
-                    },
-                ]
+            reply = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._run_key(job_id, scheduled_for_ms),
+                UpdateExpression="SET #status = :running, started_at_ms = :now, lease_until_ms = :lease",
+                ConditionExpression=f"{_RUN_EXISTS} AND {condition} AND attempt = :attempt",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values
+                | _values(running="RUNNING", now=to_ms(now), lease=to_ms(lease_until), attempt=attempt),
+                ReturnValues="ALL_NEW",
             )
         except ClientError as error:
-            job_check, run_update = self._cancellation_reasons(error, expected=2)
-            if job_check == "ConditionalCheckFailed":
-                raise JobNotActive(job_id) from error
-            if run_update == "ConditionalCheckFailed":
+            if _condition_failed(error):
                 return None
             raise
-        return self.get_run(job_id, scheduled_for_ms)
+        return self._run_from_item(reply["Attributes"])
 
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
         """The per-item codes of a cancelled transaction; contention raises StoreContention."""
