@@ -91,7 +91,7 @@ class RunExecutor:
         called_at = self._clock.now()
         lateness_ms = max(0, to_ms(called_at) - message.scheduled_for_ms)
         metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
-        delivery = self._targets.deliver(job, run)
+        delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         finished = self._clock.now()
         status = RunStatus.SUCCEEDED if delivery.ok else RunStatus.FAILED
         if not self._store.finish_run_if_running(
@@ -106,8 +106,8 @@ class RunExecutor:
         ):
             logger.warning("run taken over by another attempt; result discarded", extra=context)
             return Outcome.LEASE_LOST
-        if job.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
-            self._store.complete_job_if_done(job.job_id, finished)
+        if current.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
+            self._store.complete_job_if_done(current.job_id, finished)
         logger.info(
             "run finished",
             extra=context | {"status": str(status), "lateness_ms": lateness_ms, "error": delivery.error},
