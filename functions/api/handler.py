@@ -236,6 +236,15 @@ def get_run(job_id: str, run_id: str) -> Response[Any]:
     return _json(200, _jobs().get_run(_tenant(), job_id, run_id).to_api())
 
 
+@app.post(
+    "/v1/jobs/<job_id>/runs/<run_id>/retry",
+    summary="Retry a failed run",
+    description="A new attempt now, with a fresh round of the job's max_attempts; 409 unless FAILED.",
+)
+def retry_run(job_id: str, run_id: str) -> Response[Any]:
+    return _json(202, _jobs().retry_run(_tenant(), job_id, run_id).to_api())
+
+
 @app.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)
 def openapi_document() -> Response[Any]:
     return Response(

@@ -33,6 +33,7 @@ def handler(
         "lost_races": report.lost_races,
         "contended": report.contended,
         "unsent": len(report.unsent),
+        "watched": report.watched,
         "watermark_ms": report.watermark_ms,
     }
     logger.info("poll finished", extra=summary)

@@ -15,18 +15,29 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from scheduler_core.composition import default_run_executor
-from scheduler_core.execution import Outcome, RunExecutor
-from scheduler_core.model import RunMessage
+from scheduler_core.composition import default_clients, default_run_executor
+from scheduler_core.execution import Outcome, RunExecutor, RunNotDueYet
+from scheduler_core.model import Priority, RunMessage
 from scheduler_core.observability import logger, metrics, tracer
+from scheduler_core.queues import SqsMessageLease, queue_url_for_arn
+from scheduler_core.settings import settings_from_env
 
 
-def record_handler_for(executor: RunExecutor) -> Any:
+def record_handler_for(executor: RunExecutor, queue_urls: list[str]) -> Any:
     async def handle_record(record: SQSRecord) -> str:
         # A malformed body raises here: reported as a failed item, it returns to the
         # queue and, after maxReceiveCount, lands on the DLQ. The batch goes on.
         message = RunMessage.model_validate_json(record.body)
-        outcome: Outcome = await asyncio.to_thread(executor.execute, message)
+        queue_url = queue_url_for_arn(record.event_source_arn, queue_urls)
+        lease = SqsMessageLease(default_clients(), queue_url, record.receipt_handle) if queue_url else None
+        try:
+            outcome: Outcome = await asyncio.to_thread(executor.execute, message, lease)
+        except RunNotDueYet as early:
+            # Far too early (a clock or a queue out of step): hide it until shortly before
+            # its time instead of waiting out the whole visibility timeout.
+            if lease is not None:
+                lease.hide_for(max(0, int(early.seconds) - 1))
+            raise
         return str(outcome)
 
     return handle_record
@@ -42,9 +53,13 @@ def handler(
     # function error: the redrive policy dead-letters them without tripping error alarms.
     processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     metrics.add_metric(name="RecordsReceived", unit="Count", value=len(event.get("Records", [])))
+    executor = executor or default_run_executor()
+    executor.begin_invocation(context)
+    settings = settings_from_env()
+    queue_urls = [settings.queue_url(priority) for priority in Priority]
     return async_process_partial_response(
         event=event,
-        record_handler=record_handler_for(executor or default_run_executor()),
+        record_handler=record_handler_for(executor, queue_urls),
         processor=processor,
         context=context,
     )

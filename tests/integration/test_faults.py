@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher
-from scheduler_core.model import Job, Run
+from scheduler_core.model import Job, Run, RunMessage
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import Settings
 from scheduler_core.store import DynamoJobStore
@@ -58,12 +58,12 @@ def test_a_first_poll_that_fails_does_not_let_its_window_slide(
     at = clock.now() + timedelta(minutes=5)
     cloud.create(hook(receiver, at=at.isoformat()))
     store = cloud.dispatcher._store
-    original = store.jobs_due
-    store.jobs_due = lambda *args: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
+    original = store.due_items
+    store.due_items = lambda *args: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
     cloud.poll()  # every first poll fails ...
     clock.move_to(at + timedelta(hours=2))
     cloud.poll()  # ... for two hours
-    store.jobs_due = original  # type: ignore[method-assign]
+    store.due_items = original  # type: ignore[method-assign]
     assert sum(len(report.claimed) for report in cloud.poll()) == 1
     cloud.deliver()
     assert len(receiver.requests) == 1
@@ -235,8 +235,11 @@ def test_cancelling_a_runs_not_started_leaves_a_run_a_worker_holds_alone(
     job = cloud.create(hook(receiver, at=(clock.now() + timedelta(seconds=5)).isoformat()))
     store, now = cloud.dispatcher._store, clock.now()
     fire_ms = to_ms(now + timedelta(seconds=5))
-    assert store.start_run_if_waiting(job["job_id"], fire_ms, 1, now, now + timedelta(minutes=9)) is not None
-    assert store.cancel_run_if_not_started(job["job_id"], fire_ms, 1, now) is False
+    message = RunMessage(
+        job_id=job["job_id"], run_id=f"{job['job_id']}:{fire_ms}", scheduled_for_ms=fire_ms, attempt=1
+    )
+    assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
+    assert store.cancel_run_if_not_started(message, now) is False
     run = store.get_run(job["job_id"], fire_ms)
     assert run is not None
     assert run.status == "RUNNING"

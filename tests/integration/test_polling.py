@@ -67,7 +67,7 @@ def test_a_poller_claiming_from_a_stale_read_loses_every_race_to_the_one_that_cl
     seen_by_a = [
         job
         for shard in range(cloud.settings.shard_count)
-        for job in store.jobs_due(shard, keys.bucket_of(to_ms(fire_at)), until)
+        for job in store.due_items(shard, keys.bucket_of(to_ms(fire_at)), until).jobs
     ]
     assert len(seen_by_a) == 40
     claimed_by_b = sum(len(report.claimed) for report in cloud.poll())

@@ -115,6 +115,7 @@ def test_an_unreachable_webhook_fails_the_run_with_the_reason(
             "name": "closed-port",
             "schedule": {"at": clock.now().isoformat()},
             "target": {"type": "HTTP", "url": "http://127.0.0.1:9/hook", "timeout_seconds": 2},
+            "retry": {"max_attempts": 1},
         }
     )
     cloud.deliver()

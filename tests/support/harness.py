@@ -59,9 +59,20 @@ JOBS_TABLE_DEFINITION: dict[str, Any] = {
 }
 
 
+IDEMPOTENCY_TABLE = "idempotency"
+# Powertools' idempotency layout, as infra/ declares it: key `id`, TTL `expiration`.
+IDEMPOTENCY_TABLE_DEFINITION: dict[str, Any] = {
+    "TableName": IDEMPOTENCY_TABLE,
+    "BillingMode": "PAY_PER_REQUEST",
+    "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+    "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+}
+
+
 def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Settings:
-    """The table and queues of the stack, in moto; returns the settings pointing at them."""
+    """The tables and queues of the stack, in moto; returns the settings pointing at them."""
     clients.dynamodb().create_table(**JOBS_TABLE_DEFINITION)
+    clients.dynamodb().create_table(**IDEMPOTENCY_TABLE_DEFINITION)
     sqs = clients.sqs()
     dlq = sqs.create_queue(QueueName="scheduler-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -77,6 +88,7 @@ def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Set
     return Settings.model_validate(
         {
             "JOBS_TABLE_NAME": JOBS_TABLE,
+            "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
             "QUEUE_URL_HIGH": urls[Priority.HIGH],
             "QUEUE_URL_NORMAL": urls[Priority.NORMAL],
             "QUEUE_URL_LOW": urls[Priority.LOW],

@@ -10,8 +10,11 @@ from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, SystemClock
 from scheduler_core.dispatch import Dispatcher, PollPolicy
 from scheduler_core.execution import RunExecutor
+from scheduler_core.idempotency import IdempotentTargets
 from scheduler_core.jobs import JobService
+from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.model import Priority
+from scheduler_core.ports import TargetInvoker
 from scheduler_core.queues import SqsRunQueue
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.store import DynamoJobStore
@@ -24,36 +27,72 @@ def build_store(settings: Settings, clients: AwsClients) -> DynamoJobStore:
     )
 
 
-def build_dispatcher(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
-) -> Dispatcher:
-    queue = SqsRunQueue(
+def build_queue(settings: Settings, clients: AwsClients, clock: Clock) -> SqsRunQueue:
+    return SqsRunQueue(
         clients,
         {priority: settings.queue_url(priority) for priority in Priority},
         clock,
         settings.delivery_lead_seconds,
+        settings.dlq_url,
     )
+
+
+def build_lifecycle(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> RunLifecycle:
+    timers = TimerPolicy(
+        resend_after=timedelta(seconds=settings.resend_after_seconds),
+        lookahead=timedelta(seconds=settings.lookahead_seconds),
+    )
+    return RunLifecycle(
+        store or build_store(settings, clients), build_queue(settings, clients, clock), clock, timers
+    )
+
+
+def build_dispatcher(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> Dispatcher:
+    store = store or build_store(settings, clients)
+    queue = build_queue(settings, clients, clock)
     policy = PollPolicy(
         lookahead=timedelta(seconds=settings.lookahead_seconds),
         grace=timedelta(seconds=settings.poll_grace_seconds),
         first_poll_lookback=timedelta(seconds=settings.first_poll_lookback_seconds),
         max_buckets=settings.max_buckets_per_poll,
     )
-    return Dispatcher(store or build_store(settings, clients), queue, clock, policy)
+    return Dispatcher(store, queue, clock, policy, build_lifecycle(settings, clients, clock, store))
 
 
 def build_job_service(settings: Settings, clients: AwsClients, clock: Clock) -> JobService:
     store = build_store(settings, clients)
     own_queues = {url for url in (*(settings.queue_url(p) for p in Priority), settings.dlq_url) if url}
-    return JobService(store, build_dispatcher(settings, clients, clock, store), clock, own_queues)
+    return JobService(
+        store,
+        build_dispatcher(settings, clients, clock, store),
+        clock,
+        build_lifecycle(settings, clients, clock, store),
+        own_queues,
+    )
+
+
+def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
+    targets = TargetDispatcher(clients)
+    if not settings.idempotency_table_name:  # a deployment always sets it; some tests do not
+        return targets
+    return IdempotentTargets(
+        targets, clients, settings.idempotency_table_name, settings.idempotency_expiry_seconds
+    )
 
 
 def build_run_executor(settings: Settings, clients: AwsClients, clock: Clock) -> RunExecutor:
+    store = build_store(settings, clients)
     return RunExecutor(
-        build_store(settings, clients),
-        TargetDispatcher(clients),
+        store,
+        build_targets(settings, clients),
         clock,
         lease=timedelta(seconds=settings.run_lease_seconds),
+        lifecycle=build_lifecycle(settings, clients, clock, store),
+        heartbeat_every=timedelta(seconds=settings.heartbeat_seconds) if settings.heartbeat_seconds else None,
     )
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from scheduler_core import keys
 from scheduler_core.clock import Clock, to_ms
+from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger
 from scheduler_core.observability import logger
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
@@ -41,6 +42,8 @@ class PollReport:
     lost_races: int = 0
     contended: int = 0
     unsent: list[Run] = field(default_factory=list)
+    # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
+    watched: dict[str, int] = field(default_factory=dict)
     watermark_ms: int | None = None
 
 
@@ -65,11 +68,14 @@ def following_firing(job: Job, fire_at: datetime) -> datetime | None:
 
 
 class Dispatcher:
-    def __init__(self, store: JobStore, queue: RunQueue, clock: Clock, policy: PollPolicy) -> None:
+    def __init__(
+        self, store: JobStore, queue: RunQueue, clock: Clock, policy: PollPolicy, lifecycle: RunLifecycle
+    ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._policy = policy
+        self._lifecycle = lifecycle
 
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
@@ -87,7 +93,10 @@ class Dispatcher:
             job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
         ):
             fire_at = self._newest_missed(job, now) or job.next_fire_at
-            run = scheduled_run(job, fire_at)
+            # The run's timer: if it has not started by then, its message is sent again.
+            run = scheduled_run(job, fire_at).model_copy(
+                update={"due_at": self._lifecycle.sent_timer(fire_at, now)}
+            )
             following = following_firing(job, fire_at)
             try:
                 claimed = self._store.claim_if_unchanged(job, run, following, now)
@@ -160,15 +169,16 @@ class Dispatcher:
     def _drain_bucket(
         self, shard: int, bucket: int, until_ms: int, now: datetime, report: PollReport
     ) -> bool:
-        """Claim every job of one bucket; True if nothing was left behind."""
+        """Claim every job of one bucket and look after its runs whose timer is up; True if
+        nothing was left behind."""
         try:
-            due = self._store.jobs_due(shard, bucket, until_ms)
+            due = self._store.due_items(shard, bucket, until_ms)
         except StoreContention:
             report.contended += 1
             return False
-        drained = True
+        drained = self._watch_runs(due.runs, now, report)
         runs: list[Run] = []
-        for job in due:
+        for job in due.jobs:
             result = self.claim_firings(job, now)
             if result.contended:
                 report.contended += 1
@@ -178,4 +188,20 @@ class Dispatcher:
             runs += result.runs
         report.claimed += runs
         report.unsent += self._enqueue(runs)
+        return drained
+
+    def _watch_runs(self, runs: list[Run], now: datetime, report: PollReport) -> bool:
+        """The watchdog: act on each run whose timer is up. True if none was left behind."""
+        drained = True
+        for run in runs:
+            if run.due_at is None or run.due_at > now:
+                drained = False  # a lease or retry still running: read again by a later poll
+                continue
+            try:
+                action = self._lifecycle.watch(run, now)
+            except StoreContention:
+                report.contended += 1
+                drained = False
+                continue
+            report.watched[action] = report.watched.get(action, 0) + 1
         return drained

@@ -1,24 +1,34 @@
-"""Executing a run from its queue message (DESIGN §3, "Work"): start it with a
+"""Executing a run from its queue message (DESIGN §3, "Work"): start the attempt with a
 conditional write, call the target, record the outcome.
 
 A message is a pointer; the run item decides. A duplicate or stale message finds the run
-already started (or finished) and is dropped; a message for a cancelled job cancels its
-run instead of delivering it.
+already started (or finished, or at another attempt) and is dropped. Every write after the
+start is fenced by the attempt and this worker's lease owner token: a worker that lost its
+lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
+fail the run. A message for a job cancelled or paused before the call cancels its run.
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
-from scheduler_core.model import JobStatus, RunMessage, RunStatus
+from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.model import Job, JobStatus, Run, RunMessage, RunStatus
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobStore, TargetInvoker
+from scheduler_core.ports import Delivery, JobStore, MessageLease, TargetInvoker
+
+_STOPPED = (JobStatus.CANCELLED, JobStatus.PAUSED)
 
 
 class Outcome(StrEnum):
     SUCCEEDED = "SUCCEEDED"
+    RETRYING = "RETRYING"  # the attempt failed; the next one is scheduled
     FAILED = "FAILED"
     DUPLICATE = "DUPLICATE"  # the run was not waiting for this attempt: acknowledged, dropped
     CANCELLED = "CANCELLED"
@@ -27,7 +37,11 @@ class Outcome(StrEnum):
 
 
 class RunNotDueYet(Exception):
-    """The message arrived far earlier than its run's time; let the queue bring it back."""
+    """The message arrived far earlier than its run's time; hide it again until then."""
+
+    def __init__(self, run_id: str, seconds: float) -> None:
+        super().__init__(f"run {run_id} is due in {seconds:.1f}s")
+        self.seconds = seconds
 
 
 class RunExecutor:
@@ -37,80 +51,117 @@ class RunExecutor:
         targets: TargetInvoker,
         clock: Clock,
         lease: timedelta,
+        lifecycle: RunLifecycle,
         max_early: timedelta = timedelta(seconds=10),
+        heartbeat_every: timedelta | None = None,
     ) -> None:
         self._store = store
         self._targets = targets
         self._clock = clock
         self._lease = lease
+        self._lifecycle = lifecycle
         self._max_early = max_early
+        # A long target call renews the lease (and its message's visibility) this often.
+        self._heartbeat_every = heartbeat_every or lease / 3
 
-    def execute(self, message: RunMessage) -> Outcome:
+    def begin_invocation(self, context: object) -> None:
+        self._targets.begin_invocation(context)
+
+    def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
         job = self._store.get_job(message.job_id)
         if job is None:
             logger.warning("message for a job that does not exist", extra=context)
             return Outcome.JOB_GONE
-        if job.status is JobStatus.CANCELLED:
-            self._store.cancel_run_if_not_started(
-                message.job_id, message.scheduled_for_ms, message.attempt, self._clock.now()
-            )
-            logger.info("run cancelled with its job", extra=context)
+        if job.status in _STOPPED:
+            self._store.cancel_run_if_not_started(message, self._clock.now())
+            logger.info(f"run cancelled: its job is {job.status}", extra=context)
             return Outcome.CANCELLED
 
-        scheduled_for = from_ms(message.scheduled_for_ms)
+        due = from_ms(message.due_ms)
         now = self._clock.now()
-        if scheduled_for - now > self._max_early:
-            raise RunNotDueYet(f"run {message.run_id} is due in {(scheduled_for - now).total_seconds():.1f}s")
+        if due - now > self._max_early:
+            raise RunNotDueYet(message.run_id, (due - now).total_seconds())
         # Take the run as soon as its message arrives (a little early, by design): the
         # conditional write happens before the run's time, not on its critical path.
-        run = self._store.start_run_if_waiting(
-            message.job_id, message.scheduled_for_ms, message.attempt, now, now + self._lease
-        )
+        owner = uuid.uuid4().hex
+        run = self._store.start_run_if_waiting(message, now, now + self._lease, owner)
         if run is None:
             logger.info("duplicate or stale message dropped", extra=context)
             return Outcome.DUPLICATE
 
         # SQS delays in whole seconds and a little early; the rest of the wait happens here.
-        self._clock.sleep_until(scheduled_for)
-        # A cancel may have landed while we waited: one cheap read before calling the target.
+        self._clock.sleep_until(due)
+        # A cancel or pause may have landed while we waited: one read before the call.
         current = self._store.get_job(message.job_id)
-        if current is None or current.status is JobStatus.CANCELLED:
-            self._store.finish_run_if_running(
-                message.job_id,
-                message.scheduled_for_ms,
-                message.attempt,
-                RunStatus.CANCELLED,
-                self._clock.now(),
-                None,
-                None,
-            )
+        if current is None or current.status in _STOPPED:
+            self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
             logger.info("run cancelled with its job", extra=context)
             return Outcome.CANCELLED
 
         called_at = self._clock.now()
-        lateness_ms = max(0, to_ms(called_at) - message.scheduled_for_ms)
-        metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
-        delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
-        finished = self._clock.now()
-        status = RunStatus.SUCCEEDED if delivery.ok else RunStatus.FAILED
-        if not self._store.finish_run_if_running(
-            message.job_id,
-            message.scheduled_for_ms,
-            message.attempt,
-            status,
-            finished,
-            delivery.error,
-            delivery.status_code,
-            lateness_ms=lateness_ms,
-        ):
+        # Lateness is the run's: how late its first call was, not its retries'.
+        lateness_ms = max(0, to_ms(called_at) - message.scheduled_for_ms) if run.attempt == 1 else None
+        if lateness_ms is not None:
+            metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
+        with self._heartbeat(run, owner, lease):
+            delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
+        return self._record(current, run, owner, delivery, lateness_ms, context)
+
+    def _record(
+        self,
+        job: Job,
+        run: Run,
+        owner: str,
+        delivery: Delivery,
+        lateness_ms: int | None,
+        context: dict[str, object],
+    ) -> Outcome:
+        if delivery.ok:
+            now = self._clock.now()
+            if not self._store.finish_run_if_held(
+                run, owner, RunStatus.SUCCEEDED, now, None, delivery.status_code, lateness_ms
+            ):
+                logger.warning("run taken over by another attempt; result discarded", extra=context)
+                return Outcome.LEASE_LOST
+            self._lifecycle.complete_job_if_last(job, now)
+            logger.info("run succeeded", extra=context | {"lateness_ms": lateness_ms})
+            metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
+            return Outcome.SUCCEEDED
+        status = self._lifecycle.retry_or_fail(
+            job, run, owner, delivery.error, delivery.status_code, delivery.retryable, lateness_ms
+        )
+        if status is None:
             logger.warning("run taken over by another attempt; result discarded", extra=context)
             return Outcome.LEASE_LOST
-        if current.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
-            self._store.complete_job_if_done(current.job_id, finished)
-        logger.info(
-            "run finished",
-            extra=context | {"status": str(status), "lateness_ms": lateness_ms, "error": delivery.error},
-        )
-        metrics.add_metric(name="RunsSucceeded" if delivery.ok else "RunsFailed", unit="Count", value=1)
-        return Outcome.SUCCEEDED if delivery.ok else Outcome.FAILED
+        return Outcome.RETRYING if status is RunStatus.RETRYING else Outcome.FAILED
+
+    @contextmanager
+    def _heartbeat(self, run: Run, owner: str, lease: MessageLease | None) -> Iterator[None]:
+        """While the target call runs, renew the run's lease and its message's visibility
+        every `heartbeat_every`, so a long call is not taken for a dead worker. Stops when the
+        call returns, or when the lease is lost (another attempt owns the run)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self._heartbeat_every.total_seconds()):
+                lease_until = self._clock.now() + self._lease
+                try:
+                    held = self._store.extend_lease_if_held(run, owner, lease_until)
+                except Exception:  # throttled, unreachable: try again at the next beat
+                    logger.exception("lease not renewed", extra={"run_id": run.run_id})
+                    continue
+                if not held:
+                    logger.warning("lease lost during the call", extra={"run_id": run.run_id})
+                    return
+                if lease is not None:
+                    lease.hide_for(int(self._lease.total_seconds()))
+                metrics.add_metric(name="LeaseRenewals", unit="Count", value=1)
+
+        beater = threading.Thread(target=beat, name=f"heartbeat-{run.run_id}", daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            beater.join()

@@ -13,7 +13,8 @@ from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.errors import Conflict, InvalidRequest, NotFound, Unprocessable, field_error
-from scheduler_core.model import Job, JobCreate, JobStatus, Run, SqsTarget
+from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.model import Job, JobCreate, JobStatus, Run, RunStatus, SqsTarget
 from scheduler_core.ports import JobStore, Page
 from scheduler_core.schedule import NeverFires, first_fire_at
 
@@ -27,11 +28,17 @@ def queue_name(queue_url: str) -> str:
 
 class JobService:
     def __init__(
-        self, store: JobStore, dispatcher: Dispatcher, clock: Clock, own_queue_urls: set[str] | None = None
+        self,
+        store: JobStore,
+        dispatcher: Dispatcher,
+        clock: Clock,
+        lifecycle: RunLifecycle,
+        own_queue_urls: set[str] | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._clock = clock
+        self._lifecycle = lifecycle
         # The scheduler's own queues are never targets: a job could forge run messages.
         self._own_queues = {queue_name(url) for url in own_queue_urls or set()}
 
@@ -104,3 +111,16 @@ class JobService:
         if run is None:
             raise NotFound(f"run '{run_id}' not found for job '{job_id}'")
         return run
+
+    def retry_run(self, tenant: str, job_id: str, run_id: str) -> Run:
+        """Re-drive a FAILED run: a new attempt now, with a fresh round of `max_attempts`."""
+        job = self.get(tenant, job_id)
+        run = self.get_run(tenant, job_id, run_id)
+        if job.status is JobStatus.CANCELLED:
+            raise Conflict(f"job '{job_id}' is cancelled; its runs cannot be retried")
+        if run.status is not RunStatus.FAILED:
+            raise Conflict(f"run '{run_id}' is {run.status}; only a FAILED run can be retried")
+        redriven = self._lifecycle.redrive(run)
+        if redriven is None:
+            raise Conflict(f"run '{run_id}' changed while it was being retried; read it again")
+        return redriven

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 JOB_SK = "JOB"
+RUN_SK_PREFIX = "RUN#"
 WATERMARK_SK = "WATERMARK"
 _MINUTE_MS = 60_000
 _CANONICAL_MS = re.compile(r"0|[1-9][0-9]*")
@@ -21,7 +22,7 @@ def job_pk(job_id: str) -> str:
 
 
 def run_sk(scheduled_for_ms: int) -> str:
-    return f"RUN#{scheduled_for_ms:013d}"
+    return f"{RUN_SK_PREFIX}{scheduled_for_ms:013d}"
 
 
 def run_id(job_id: str, scheduled_for_ms: int) -> str:

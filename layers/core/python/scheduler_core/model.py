@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from scheduler_core import schedule as schedule_math
+from scheduler_core.clock import to_ms
 
 
 class Priority(StrEnum):
@@ -329,16 +330,33 @@ class Run(BaseModel):
     trigger: Trigger
     scheduled_for: datetime
     attempt: int = 1
+    # Where the current round of attempts began: 1, or the attempt a manual re-drive started.
+    first_attempt: int = 1
     priority: Priority
+    # When the current attempt may start: the scheduled time, or later for a retry.
+    next_attempt_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     lateness_ms: int | None = None
     error: str | None = None
     response_code: int | None = None
+    # Bookkeeping, not shown by the API: when the poller must look at the run again (the
+    # due index) and until when a started attempt belongs to its worker.
+    due_at: datetime | None = None
+    lease_until: datetime | None = None
+
+    @property
+    def scheduled_for_ms(self) -> int:
+        return to_ms(self.scheduled_for)
+
+    @property
+    def starts_at(self) -> datetime:
+        """When the current attempt is due: its retry time, or the scheduled time."""
+        return self.next_attempt_at or self.scheduled_for
 
     def to_api(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json")
-        for name in ("scheduled_for", "started_at", "finished_at"):
+        body = self.model_dump(mode="json", exclude={"first_attempt", "due_at", "lease_until"})
+        for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
             body[name] = iso_or_none(getattr(self, name))
         return body
 
@@ -350,6 +368,27 @@ class RunMessage(_Strict):
     run_id: str = Field(min_length=1)
     scheduled_for_ms: int = Field(ge=0)
     attempt: int = Field(ge=1)
+    # A retry's own time (epoch ms), later than the scheduled time; absent for attempt 1.
+    not_before_ms: int | None = Field(None, ge=0)
+
+    @property
+    def due_ms(self) -> int:
+        return max(self.scheduled_for_ms, self.not_before_ms or 0)
+
+
+class DeadLetter(_Strict):
+    """What the DLQ carries for a run whose attempts are spent (poison messages reach the
+    DLQ as they are, through the queues' redrive policy)."""
+
+    kind: Literal["RUN_FAILED"] = "RUN_FAILED"
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    attempts: int
+    last_error: str | None
+    response_code: int | None = None
+    failed_at: str
+    message: RunMessage
 
 
 def iso_or_none(when: datetime | None) -> str | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler_core.model import Job, JobStatus, Run, RunStatus
+from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,28 @@ class Page:
 
     items: list[Any]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class DueItems:
+    """What one bucket of the due index holds: jobs waiting for a firing and runs with a
+    timer (a lease that may expire, a retry to send, a message that may have been lost)."""
+
+    jobs: list[Job]
+    runs: list[Run]
+
+
+class RunRef(Protocol):
+    """One attempt of one run, as a queue message or a run names it."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def scheduled_for_ms(self) -> int: ...
+
+    @property
+    def attempt(self) -> int: ...
 
 
 class StoreContention(Exception):
@@ -30,7 +52,7 @@ class JobStore(Protocol):
 
     def list_jobs(self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None) -> Page: ...
 
-    def jobs_due(self, shard: int, bucket_ms: int, until_ms: int) -> list[Job]: ...
+    def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems: ...
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime
@@ -45,24 +67,50 @@ class JobStore(Protocol):
     def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page: ...
 
     def start_run_if_waiting(
-        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime, lease_until: datetime
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
     ) -> Run | None: ...
 
-    def finish_run_if_running(
+    def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool: ...
+
+    def finish_run_if_held(
         self,
-        job_id: str,
-        scheduled_for_ms: int,
-        attempt: int,
+        run: RunRef,
+        owner: str,
         status: RunStatus,
         now: datetime,
-        error: str | None,
-        response_code: int | None,
+        error: str | None = None,
+        response_code: int | None = None,
         lateness_ms: int | None = None,
     ) -> bool: ...
 
-    def cancel_run_if_not_started(
-        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime
-    ) -> bool: ...
+    def retry_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        error: str | None,
+        response_code: int | None,
+        next_attempt_at: datetime,
+        due_at: datetime,
+        lateness_ms: int | None = None,
+    ) -> Run | None: ...
+
+    def take_over_expired_lease(
+        self,
+        run: Run,
+        now: datetime,
+        status: RunStatus,
+        error: str,
+        next_attempt_at: datetime | None = None,
+        due_at: datetime | None = None,
+    ) -> Run | None: ...
+
+    def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool: ...
+
+    def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool: ...
+
+    def redrive_run_if_failed(self, run: Run, now: datetime, due_at: datetime) -> Run | None: ...
+
+    def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool: ...
 
     def get_watermark(self, shard: int) -> int | None: ...
 
@@ -73,6 +121,10 @@ class RunQueue(Protocol):
     def send_runs(self, runs: list[Run]) -> list[Run]:
         """Enqueue runs on their priority queues, each delayed until its time; returns the
         runs that could not be sent (never raises for a failed send)."""
+        ...
+
+    def send_dead_letter(self, record: DeadLetter) -> bool:
+        """Put a record of a run whose attempts are spent on the DLQ; False if it failed."""
         ...
 
 
@@ -88,3 +140,15 @@ class Delivery:
 
 class TargetInvoker(Protocol):
     def deliver(self, job: Job, run: Run) -> Delivery: ...
+
+    def begin_invocation(self, context: Any) -> None:
+        """Called once per worker invocation with its Lambda context."""
+        ...
+
+
+class MessageLease(Protocol):
+    """The queue message a worker is processing."""
+
+    def hide_for(self, seconds: int) -> None:
+        """Keep the message invisible for `seconds` from now (extend or shorten its lease)."""
+        ...

@@ -43,6 +43,13 @@ class Settings(BaseModel):
     # The run lease: how long a started run belongs to its worker. Matches the queues'
     # visibility timeout, set by the stack.
     run_lease_seconds: int = Field(180, alias="RUN_LEASE_SECONDS", ge=1)
+    # A run whose message was sent but that has not started this long after its time is
+    # sent again by the poller (the message was lost: a poller died between claim and send).
+    resend_after_seconds: int = Field(60, alias="RESEND_AFTER_SECONDS", ge=1, le=3600)
+    # How often a long target call renews its lease; 0: a third of the lease.
+    heartbeat_seconds: float = Field(0, alias="HEARTBEAT_SECONDS", ge=0)
+    # How long a successful target call is remembered (duplicates of the run get its answer).
+    idempotency_expiry_seconds: int = Field(3600, alias="IDEMPOTENCY_EXPIRY_SECONDS", ge=60)
     run_retention_days: int = Field(30, alias="RUN_RETENTION_DAYS", ge=1)
     max_request_bytes: int = Field(256 * 1024, alias="MAX_REQUEST_BYTES", ge=1)
 

@@ -24,7 +24,7 @@ from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.errors import InvalidRequest, field_error
 from scheduler_core.model import Job, JobStatus, Run, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import Page, StoreContention
+from scheduler_core.ports import DueItems, Page, RunRef, StoreContention
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,6 +42,10 @@ _CONTENTION_CODES = {
 # The claim's condition: the job is still scheduled, at the version and firing we read.
 _UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
 _RUN_EXISTS = "attribute_exists(sk)"
+# A running attempt still held by the worker that started it: the fencing of every finish.
+_HELD_BY_OWNER = "#status = :running AND attempt = :attempt AND lease_owner = :owner"
+_LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms")
+_MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -75,14 +79,15 @@ def _condition_failed(error: ClientError) -> bool:
     return _error_code(error) == "ConditionalCheckFailedException"
 
 
-def _status_in(target: RunStatus) -> tuple[str, dict[str, Any]]:
-    """`#status IN (...)` of every status the run state machine lets move to `target`."""
-    return _status_one_of(run_state.sources_of(target))
+def _status_in_values(target: RunStatus) -> tuple[str, dict[str, Any]]:
+    """`#status IN (...)` of every status the run state machine lets move to `target`, with
+    its (unserialized) values."""
+    return _status_one_of_values(run_state.sources_of(target))
 
 
-def _status_one_of(statuses: Collection[RunStatus]) -> tuple[str, dict[str, Any]]:
+def _status_one_of_values(statuses: Collection[RunStatus]) -> tuple[str, dict[str, Any]]:
     names = {f"src{i}": str(status) for i, status in enumerate(sorted(statuses))}
-    return f"#status IN ({', '.join(':' + n for n in names)})", _values(**names)
+    return f"#status IN ({', '.join(':' + n for n in names)})", names
 
 
 class DynamoJobStore:
@@ -214,9 +219,9 @@ class DynamoJobStore:
     def _index_keys(index: str | None) -> tuple[str, ...]:
         return {DUE_INDEX: ("due_pk", "due_sk"), TENANT_INDEX: ("tenant", "created_key")}.get(index or "", ())
 
-    def jobs_due(self, shard: int, bucket_ms: int, until_ms: int) -> list[Job]:
-        """Jobs of one shard's minute bucket due at or before `until_ms` (GSI: eventually
-        consistent, so every claim re-checks the base item)."""
+    def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems:
+        """Jobs and runs of one shard's minute bucket due at or before `until_ms` (GSI:
+        eventually consistent, so every write that follows re-checks the base item)."""
         query: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": DUE_INDEX,
@@ -224,22 +229,26 @@ class DynamoJobStore:
             "ExpressionAttributeValues": _values(bucket=keys.due_pk(bucket_ms, shard), until=until_ms),
         }
         try:
-            items = [item for item, _ in self._query_items(query, None) if item["sk"]["S"] == keys.JOB_SK]
+            items = [item for item, _ in self._query_items(query, None)]
         except ClientError as error:
             if _is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
-        jobs = []
+        due = DueItems([], [])
         for item in items:
             try:
-                jobs.append(self._job_from_item(item))
-            except ValidationError as error:
-                # One unreadable job (stored under older, looser rules) must not stop the
+                if item["sk"]["S"] == keys.JOB_SK:
+                    due.jobs.append(self._job_from_item(item))
+                elif item["sk"]["S"].startswith(keys.RUN_SK_PREFIX):
+                    due.runs.append(self._run_from_item(item))
+            except (ValidationError, KeyError, ValueError) as error:
+                # One unreadable item (stored under older, looser rules) must not stop the
                 # shard's poll: it is logged and left where it is for a person to look at.
                 logger.error(
-                    "due job unreadable; skipped", extra={"pk": item["pk"]["S"], "error": str(error)}
+                    "due item unreadable; skipped",
+                    extra={"pk": item["pk"]["S"], "sk": item["sk"]["S"], "error": str(error)},
                 )
-        return jobs
+        return due
 
     def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
         """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job from
@@ -326,7 +335,7 @@ class DynamoJobStore:
     # --- runs -----------------------------------------------------------------------
 
     def _run_item(self, run: Run, now: datetime) -> dict[str, Any]:
-        scheduled_ms = to_ms(run.scheduled_for)
+        scheduled_ms = run.scheduled_for_ms
         return _to_item(
             {
                 "pk": keys.job_pk(run.job_id),
@@ -338,10 +347,18 @@ class DynamoJobStore:
                 "priority": str(run.priority),
                 "scheduled_for_ms": scheduled_ms,
                 "attempt": run.attempt,
+                "first_attempt": run.first_attempt,
+                "next_attempt_at_ms": to_ms(run.next_attempt_at) if run.next_attempt_at else None,
                 "created_at_ms": to_ms(now),
                 "expires_at": self._expiry(run.scheduled_for),
+                **(self._due_attributes(run.job_id, run.due_at) if run.due_at else {}),
             }
         )
+
+    def _due_attributes(self, job_id: str, when: datetime) -> dict[str, Any]:
+        """The due index keys that make the poller look at a job's item at `when`."""
+        when_ms = to_ms(when)
+        return {"due_pk": keys.due_pk(when_ms, keys.shard_for(job_id, self._shards)), "due_sk": when_ms}
 
     def _expiry(self, when: datetime) -> int:
         """TTL (epoch seconds) that keeps run history for the retention period."""
@@ -362,6 +379,10 @@ class DynamoJobStore:
             priority=raw["priority"],
             scheduled_for=from_ms(int(raw["scheduled_for_ms"])),
             attempt=int(raw["attempt"]),
+            first_attempt=int(raw.get("first_attempt", 1)),
+            next_attempt_at=time_of("next_attempt_at_ms"),
+            due_at=time_of("due_sk"),
+            lease_until=time_of("lease_until_ms"),
             started_at=time_of("started_at_ms"),
             finished_at=time_of("finished_at_ms"),
             lateness_ms=int(raw["lateness_ms"]) if "lateness_ms" in raw else None,
@@ -400,29 +421,6 @@ class DynamoJobStore:
                 return Page(runs, encode_cursor(resume_key) if resume_key else None)
         return Page(runs, None)
 
-    def start_run_if_waiting(
-        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime, lease_until: datetime
-    ) -> Run | None:
-        """PENDING/RETRYING → RUNNING for exactly this attempt; None for a duplicate or stale
-        message (the run already started, finished, or moved on to another attempt)."""
-        condition, values = _status_in(RunStatus.RUNNING)
-        try:
-            reply = self._ddb.update_item(
-                TableName=self._table,
-                Key=self._run_key(job_id, scheduled_for_ms),
-                UpdateExpression="SET #status = :running, started_at_ms = :now, lease_until_ms = :lease",
-                ConditionExpression=f"{_RUN_EXISTS} AND {condition} AND attempt = :attempt",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values
-                | _values(running="RUNNING", now=to_ms(now), lease=to_ms(lease_until), attempt=attempt),
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return None
-            raise
-        return self._run_from_item(reply["Attributes"])
-
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
         """The per-item codes of a cancelled transaction; contention raises StoreContention."""
         if _is_contention(error):
@@ -435,71 +433,257 @@ class DynamoJobStore:
             raise StoreContention(f"transaction cancelled: {reasons[:expected]}") from error
         return reasons[:expected]
 
-    def finish_run_if_running(
+    def _update_run(
         self,
         job_id: str,
         scheduled_for_ms: int,
-        attempt: int,
-        status: RunStatus,
-        now: datetime,
-        error: str | None,
-        response_code: int | None,
-        lateness_ms: int | None = None,
-    ) -> bool:
-        """RUNNING → `status` only for the attempt that holds the run; False if another
-        attempt took it over (a worker that lost its lease cannot finish the run).
-        `lateness_ms`: how late the target was called."""
-        sets = ["#status = :final", "finished_at_ms = :now", "expires_at = :expires"]
+        sets: Mapping[str, Any],
+        condition: str,
+        condition_values: Mapping[str, Any],
+        remove: Collection[str] = (),
+    ) -> Run | None:
+        """One conditional UpdateItem of a run: SET `sets` (attribute → value; None values are
+        skipped), REMOVE `remove`, if `condition` holds. The run as written, or None when the
+        condition failed (someone else moved the run first)."""
         names = {"#status": "status"}
-        values = _values(
-            final=str(status), now=to_ms(now), expires=self._expiry(now), running="RUNNING", attempt=attempt
-        )
-        if error is not None:
-            sets.append("#error = :error")
-            names["#error"] = "error"
-            values |= _values(error=error[:2000])
-        if response_code is not None:
-            sets.append("response_code = :code")
-            values |= _values(code=response_code)
-        if lateness_ms is not None:
-            sets.append("lateness_ms = :lateness")
-            values |= _values(lateness=lateness_ms)
-        update = f"SET {', '.join(sets)} REMOVE lease_until_ms"
+        values: dict[str, Any] = _values(**condition_values)
+        actions = []
+        for position, (attribute, value) in enumerate(sets.items()):
+            if value is None:
+                continue
+            names[f"#s{position}"] = attribute
+            values |= _values(**{f"s{position}": value})
+            actions.append(f"#s{position} = :s{position}")
+        update = f"SET {', '.join(actions)}"
+        removable = [attribute for attribute in remove if attribute not in sets or sets[attribute] is None]
+        if removable:
+            names |= {f"#r{position}": attribute for position, attribute in enumerate(removable)}
+            update += " REMOVE " + ", ".join(f"#r{position}" for position in range(len(removable)))
         try:
-            self._ddb.update_item(
+            reply = self._ddb.update_item(
                 TableName=self._table,
                 Key=self._run_key(job_id, scheduled_for_ms),
                 UpdateExpression=update,
-                ConditionExpression="#status = :running AND attempt = :attempt",
+                ConditionExpression=f"{_RUN_EXISTS} AND {condition}",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
-            )
-        except ClientError as err:
-            if _condition_failed(err):
-                return False
-            raise
-        return True
-
-    def cancel_run_if_not_started(
-        self, job_id: str, scheduled_for_ms: int, attempt: int, now: datetime
-    ) -> bool:
-        """PENDING/RETRYING → CANCELLED (its job was cancelled before any worker took the run)."""
-        condition, values = _status_one_of(run_state.WAITING)
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=self._run_key(job_id, scheduled_for_ms),
-                UpdateExpression="SET #status = :cancelled, finished_at_ms = :now",
-                ConditionExpression=f"attribute_exists(sk) AND {condition} AND attempt = :attempt",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values
-                | _values(cancelled="CANCELLED", now=to_ms(now), attempt=attempt),
+                ReturnValues="ALL_NEW",
             )
         except ClientError as error:
             if _condition_failed(error):
-                return False
+                return None
+            if _is_contention(error):
+                raise StoreContention(str(error)) from error
             raise
-        return True
+        return self._run_from_item(reply["Attributes"])
+
+    def start_run_if_waiting(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+    ) -> Run | None:
+        """PENDING/RETRYING → RUNNING for exactly this attempt, leased to `owner` until
+        `lease_until` (the watchdog's timer). None for a duplicate or stale message: the run
+        already started, finished, or moved on to another attempt."""
+        condition, values = _status_in_values(RunStatus.RUNNING)
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.RUNNING),
+                "started_at_ms": to_ms(now),
+                "lease_until_ms": to_ms(lease_until),
+                "lease_owner": owner,
+                **self._due_attributes(run.job_id, lease_until),
+            },
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+        )
+
+    def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
+        """Push the lease (and the watchdog's timer) of a running attempt `owner` still holds."""
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                {"lease_until_ms": to_ms(lease_until), **self._due_attributes(run.job_id, lease_until)},
+                _HELD_BY_OWNER,
+                {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            )
+            is not None
+        )
+
+    def finish_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        error: str | None = None,
+        response_code: int | None = None,
+        lateness_ms: int | None = None,
+    ) -> bool:
+        """RUNNING → `status` (SUCCEEDED, FAILED, CANCELLED) only for the attempt `owner` holds;
+        False if the lease was lost to another attempt (a slow worker cannot finish the run).
+        `lateness_ms`: how late the target was called."""
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                {
+                    "status": str(status),
+                    "finished_at_ms": to_ms(now),
+                    "expires_at": self._expiry(now),
+                    "error": error[:_MAX_ERROR] if error else None,
+                    "response_code": response_code,
+                    "lateness_ms": lateness_ms,
+                },
+                _HELD_BY_OWNER,
+                {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+                remove=_LEASE_AND_TIMER,
+            )
+            is not None
+        )
+
+    def retry_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        error: str | None,
+        response_code: int | None,
+        next_attempt_at: datetime,
+        due_at: datetime,
+        lateness_ms: int | None = None,
+    ) -> Run | None:
+        """RUNNING → RETRYING as the next attempt, due at `next_attempt_at`, only for the
+        attempt `owner` holds. The poller looks at it again at `due_at`."""
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.RETRYING),
+                "attempt": run.attempt + 1,
+                "next_attempt_at_ms": to_ms(next_attempt_at),
+                "error": error[:_MAX_ERROR] if error else None,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+                **self._due_attributes(run.job_id, due_at),
+            },
+            _HELD_BY_OWNER,
+            {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            remove=("lease_until_ms", "lease_owner"),
+        )
+
+    def take_over_expired_lease(
+        self,
+        run: Run,
+        now: datetime,
+        status: RunStatus,
+        error: str,
+        next_attempt_at: datetime | None = None,
+        due_at: datetime | None = None,
+    ) -> Run | None:
+        """The watchdog: a RUNNING attempt whose lease (as we read it) has expired moves on:
+        to RETRYING as the next attempt (`next_attempt_at`, `due_at`), or to FAILED/CANCELLED.
+        None if its worker finished, heartbeated or another poller acted first."""
+        assert run.lease_until is not None, "only a leased run can expire"
+        sets: dict[str, Any] = {"status": str(status), "error": error[:_MAX_ERROR]}
+        if status is RunStatus.RETRYING:
+            assert next_attempt_at is not None
+            assert due_at is not None
+            sets |= {"attempt": run.attempt + 1, "next_attempt_at_ms": to_ms(next_attempt_at)}
+            sets |= self._due_attributes(run.job_id, due_at)
+            remove: tuple[str, ...] = ("lease_until_ms", "lease_owner")
+        else:
+            sets |= {"finished_at_ms": to_ms(now), "expires_at": self._expiry(now)}
+            remove = _LEASE_AND_TIMER
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            sets,
+            "#status = :running AND attempt = :attempt AND lease_until_ms = :seen_lease"
+            " AND lease_until_ms <= :now",
+            {
+                "running": "RUNNING",
+                "attempt": run.attempt,
+                "seen_lease": to_ms(run.lease_until),
+                "now": to_ms(now),
+            },
+            remove=remove,
+        )
+
+    def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool:
+        """Reserve the (re-)send of a waiting run's message, as read from the due index: move
+        its timer to `due_at` if nobody moved the run since. Two pollers never both send."""
+        assert run.due_at is not None, "only a run in the due index is re-sent"
+        condition, values = _status_one_of_values(run_state.WAITING)
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                self._due_attributes(run.job_id, due_at),
+                f"{condition} AND attempt = :attempt AND due_sk = :seen_due",
+                values | {"attempt": run.attempt, "seen_due": to_ms(run.due_at)},
+            )
+            is not None
+        )
+
+    def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool:
+        """A waiting run that may not be sent again (its job is gone) ends as FAILED."""
+        condition, values = _status_one_of_values(run_state.WAITING)
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                {
+                    "status": str(RunStatus.FAILED),
+                    "error": error[:_MAX_ERROR],
+                    "finished_at_ms": to_ms(now),
+                    "expires_at": self._expiry(now),
+                },
+                f"{condition} AND attempt = :attempt",
+                values | {"attempt": run.attempt},
+                remove=_LEASE_AND_TIMER,
+            )
+            is not None
+        )
+
+    def redrive_run_if_failed(self, run: Run, now: datetime, due_at: datetime) -> Run | None:
+        """A manual re-drive: FAILED → RETRYING as a new attempt that starts a fresh round of
+        `max_attempts`, due now. None if the run is not FAILED at the attempt we read."""
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.RETRYING),
+                "trigger": "RETRY",
+                "attempt": run.attempt + 1,
+                "first_attempt": run.attempt + 1,
+                "next_attempt_at_ms": to_ms(now),
+                "expires_at": self._expiry(now),
+                **self._due_attributes(run.job_id, due_at),
+            },
+            "#status = :failed AND attempt = :attempt",
+            {"failed": "FAILED", "attempt": run.attempt},
+            remove=("finished_at_ms",),
+        )
+
+    def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool:
+        """PENDING/RETRYING → CANCELLED (its job was cancelled before any worker took the run)."""
+        condition, values = _status_one_of_values(run_state.WAITING)
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                {
+                    "status": str(RunStatus.CANCELLED),
+                    "finished_at_ms": to_ms(now),
+                    "expires_at": self._expiry(now),
+                },
+                f"{condition} AND attempt = :attempt",
+                values | {"attempt": run.attempt},
+                remove=_LEASE_AND_TIMER,
+            )
+            is not None
+        )
 
     # --- shard watermarks -----------------------------------------------------------
 

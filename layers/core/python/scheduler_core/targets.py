@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -47,6 +48,9 @@ class TargetDispatcher:
 
     def __init__(self, clients: AwsClients) -> None:
         self._clients = clients
+
+    def begin_invocation(self, context: Any) -> None:
+        """Nothing to prepare: each delivery stands alone."""
 
     def deliver(self, job: Job, run: Run) -> Delivery:
         try:

@@ -1,0 +1,198 @@
+"""What happens to a run after an attempt fails or is lost (DESIGN §3): retry it with
+backoff, or fail it for good with a record on the DLQ. Shared by the worker (a target call
+failed) and the poller's watchdog (a worker lost its lease, a message was lost).
+
+Timers: every run that is not finished sits in the due index at the moment the poller must
+look at it again, so nothing waits on a message that may never come:
+- a run whose message was sent: its time + `resend_after` (the message was lost if the run
+  has not started by then; the poller sends it again, same attempt);
+- a running attempt: its lease expiry (the worker died or hung; the poller retries or fails it);
+- a retry further away than SQS can delay a message (900 s): its time − `lookahead`, when
+  the poller sends it, like a job's firing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler_core.clock import Clock
+from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus, iso_or_none
+from scheduler_core.observability import logger, metrics
+from scheduler_core.ports import JobStore, RunQueue, RunRef
+from scheduler_core.queues import MAX_DELAY_SECONDS, run_message
+from scheduler_core.retry import attempts_left, backoff
+
+
+@dataclass(frozen=True)
+class TimerPolicy:
+    # How long a sent message may take to start its run before the poller sends it again.
+    resend_after: timedelta
+    # How far ahead the poller sends work (a retry beyond SQS's delay waits until then).
+    lookahead: timedelta
+
+
+class RunLifecycle:
+    def __init__(self, store: JobStore, queue: RunQueue, clock: Clock, timers: TimerPolicy) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._timers = timers
+
+    def sent_timer(self, starts_at: datetime, now: datetime) -> datetime:
+        """When to look again at a run whose message is (about to be) on its queue."""
+        return max(starts_at, now) + self._timers.resend_after
+
+    def _retry_plan(self, next_attempt_at: datetime, now: datetime) -> tuple[datetime, bool]:
+        """(the run's timer, whether to send its message now) for a retry at `next_attempt_at`."""
+        if next_attempt_at - now <= timedelta(seconds=MAX_DELAY_SECONDS):
+            return self.sent_timer(next_attempt_at, now), True
+        return next_attempt_at - self._timers.lookahead, False
+
+    def _send(self, run: Run) -> None:
+        if self._queue.send_runs([run]):
+            # Its timer stays in the due index: the poller sends it again.
+            logger.warning("retry not enqueued; the poller will send it", extra=_context(run))
+
+    # --- after a failed target call (the worker holds the lease) -----------------------
+
+    def retry_or_fail(
+        self,
+        job: Job,
+        run: Run,
+        owner: str,
+        error: str | None,
+        response_code: int | None,
+        retryable: bool,
+        lateness_ms: int | None,
+    ) -> RunStatus | None:
+        """Move a failed attempt on: RETRYING (the next attempt after a backoff) when the
+        failure may pass and attempts are left, FAILED (and a DLQ record) otherwise. None if
+        the lease was lost meanwhile (another attempt owns the run; nothing is written)."""
+        now = self._clock.now()
+        if retryable and attempts_left(job.retry, run.attempt, run.first_attempt):
+            next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
+            due_at, send_now = self._retry_plan(next_attempt_at, now)
+            retried = self._store.retry_run_if_held(
+                run, owner, error, response_code, next_attempt_at, due_at, lateness_ms
+            )
+            if retried is None:
+                return None
+            logger.info(
+                "attempt failed; retrying",
+                extra=_context(run) | {"error": error, "next_attempt_at": iso(next_attempt_at)},
+            )
+            metrics.add_metric(name="RunsRetried", unit="Count", value=1)
+            if send_now:
+                self._send(retried)
+            return RunStatus.RETRYING
+        if not self._store.finish_run_if_held(
+            run, owner, RunStatus.FAILED, now, error, response_code, lateness_ms
+        ):
+            return None
+        self.record_failure(run, run.attempt, error, response_code, now)
+        self.complete_job_if_last(job, now)
+        return RunStatus.FAILED
+
+    def record_failure(
+        self, run: Run, attempts: int, error: str | None, response_code: int | None, now: datetime
+    ) -> None:
+        """A run has failed for good: a DLQ record (for people and `make redrive`) and a metric."""
+        logger.error(
+            "run failed; attempts spent or error final",
+            extra=_context(run) | {"attempts": attempts, "error": error},
+        )
+        metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+        record = DeadLetter(
+            job_id=run.job_id,
+            run_id=run.run_id,
+            scheduled_for=iso(run.scheduled_for),
+            attempts=attempts,
+            last_error=error,
+            response_code=response_code,
+            failed_at=iso(now),
+            message=run_message(run),
+        )
+        if self._queue.send_dead_letter(record):
+            metrics.add_metric(name="DeadLetters", unit="Count", value=1)
+
+    def complete_job_if_last(self, job: Job, now: datetime) -> None:
+        if job.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
+            self._store.complete_job_if_done(job.job_id, now)
+
+    # --- a manual re-drive ---------------------------------------------------------------
+
+    def redrive(self, run: Run) -> Run | None:
+        """A FAILED run gets a new attempt, now, with a fresh round of `max_attempts`. None
+        if the run is not FAILED (at the attempt read) any more."""
+        now = self._clock.now()
+        redriven = self._store.redrive_run_if_failed(run, now, self.sent_timer(now, now))
+        if redriven is not None:
+            logger.info("failed run re-driven", extra=_context(redriven))
+            metrics.add_metric(name="RunsRedriven", unit="Count", value=1)
+            self._send(redriven)
+        return redriven
+
+    # --- the watchdog (the poller found a run whose timer is up) -----------------------
+
+    def watch(self, run: Run, now: datetime) -> str:
+        """Act on a run whose timer is up; returns what was done (for the poll report)."""
+        if run.status is RunStatus.RUNNING:
+            return self._lease_expired(run, now)
+        return self._resend(run, now)
+
+    def _resend(self, run: Run, now: datetime) -> str:
+        """A waiting run not started by its timer: its message was lost (a poller died between
+        claim and send, a send failed) or is still due (a retry beyond SQS's delay). Send it,
+        same attempt: the target was never called, so no attempt is spent. A duplicate
+        message is harmless: only one can start the attempt."""
+        job = self._store.get_job(run.job_id)
+        if job is None:
+            self._store.fail_waiting_run(run, now, "its job no longer exists")
+            return "failed"
+        if not self._store.resend_if_unchanged(run, self.sent_timer(run.starts_at, now)):
+            return "lost_race"
+        self._queue_or_log(run)
+        metrics.add_metric(name="RunsResent", unit="Count", value=1)
+        return "resent"
+
+    def _queue_or_log(self, run: Run) -> None:
+        if self._queue.send_runs([run]):
+            logger.warning("run not enqueued; the poller will try again", extra=_context(run))
+
+    def _lease_expired(self, run: Run, now: datetime) -> str:
+        """A running attempt whose lease ran out: its worker died, hung or timed out. The
+        attempt counts as spent (the target may have been called)."""
+        job = self._store.get_job(run.job_id)
+        error = f"attempt {run.attempt} lost: its worker did not finish within its lease"
+        if job is None or job.status is JobStatus.CANCELLED:
+            self._store.take_over_expired_lease(run, now, RunStatus.CANCELLED, error)
+            return "cancelled"
+        if attempts_left(job.retry, run.attempt, run.first_attempt):
+            next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
+            due_at, send_now = self._retry_plan(next_attempt_at, now)
+            retried = self._store.take_over_expired_lease(
+                run, now, RunStatus.RETRYING, error, next_attempt_at, due_at
+            )
+            if retried is None:
+                return "lost_race"
+            logger.warning("lease expired; retrying", extra=_context(run))
+            metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
+            metrics.add_metric(name="RunsRetried", unit="Count", value=1)
+            if send_now:
+                self._send(retried)
+            return "retried"
+        if self._store.take_over_expired_lease(run, now, RunStatus.FAILED, error) is None:
+            return "lost_race"
+        metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
+        self.record_failure(run, run.attempt, error, None, now)
+        self.complete_job_if_last(job, now)
+        return "failed"
+
+
+def iso(when: datetime) -> str:
+    return iso_or_none(when) or ""
+
+
+def _context(run: RunRef | Run) -> dict[str, object]:
+    return {"job_id": run.job_id, "run_id": getattr(run, "run_id", None), "attempt": run.attempt}

@@ -1,0 +1,36 @@
+"""Retry decisions (DESIGN §3, "Work"). Pure: no clock, no AWS.
+
+Backoff is exponential with full jitter: the wait before attempt n+1 is drawn from
+[0, min(max_backoff, backoff × 2^(n-1))), floored at one second so a failing target is
+never called in a tight loop. The draw is deterministic per run and attempt (a hash, not a
+random generator): two workers deciding the same retry agree, and tests can predict it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+from scheduler_core.model import RetryPolicy
+
+MIN_BACKOFF = timedelta(seconds=1)
+
+
+def backoff_ceiling(policy: RetryPolicy, failed_attempt: int) -> timedelta:
+    """The upper bound of the wait after `failed_attempt` (1-based) failed."""
+    exponent = min(failed_attempt - 1, 62)  # beyond this the cap has long taken over
+    seconds = min(policy.max_backoff_seconds, policy.backoff_seconds * 2.0**exponent)
+    return timedelta(seconds=seconds)
+
+
+def backoff(policy: RetryPolicy, run_id: str, failed_attempt: int) -> timedelta:
+    """The wait before the attempt after `failed_attempt`: full jitter, at least one second."""
+    digest = hashlib.sha256(f"{run_id}#{failed_attempt}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2.0**64  # uniform in [0, 1)
+    return max(MIN_BACKOFF, backoff_ceiling(policy, failed_attempt) * fraction)
+
+
+def attempts_left(policy: RetryPolicy, attempt: int, first_attempt: int = 1) -> bool:
+    """Whether a run that just spent `attempt` may try again. `first_attempt` is where the
+    current round of attempts began: 1, or the attempt a manual re-drive started."""
+    return attempt - first_attempt + 1 < policy.max_attempts
