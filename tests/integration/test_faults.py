@@ -105,6 +105,43 @@ def test_claims_made_before_a_throttle_are_still_enqueued_and_the_rest_waits(
     assert len(runs) == 4  # every claimed run delivered, none lost, none twice
 
 
+class ThrottledOnce(DynamoJobStore):
+    """The real store; its first claim is throttled (a transient throttle or conflict)."""
+
+    claims_tried = 0
+
+    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+        self.claims_tried += 1
+        if self.claims_tried == 1:
+            raise StoreContention("TransactionConflict")
+        return super().claim_if_unchanged(job, run, next_fire_at, now)
+
+
+def test_a_transient_throttle_is_retried_in_the_same_poll_and_a_lost_race_is_not(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud.poll()
+    job = cloud.call(
+        "POST", "/v1/jobs", hook(receiver, at=(clock.now() + timedelta(minutes=5)).isoformat())
+    ).body
+    clock.advance(4 * 60)
+    settings = cloud.settings
+    store = ThrottledOnce(cloud.clients, settings.jobs_table_name, settings.shard_count, 30)
+    dispatcher = build_dispatcher(settings, cloud.clients, clock, store)
+    reports = [dispatcher.poll_shard(shard) for shard in range(settings.shard_count)]
+    assert [run.job_id for r in reports for run in r.claimed] == [job["job_id"]]
+    assert sum(r.contended for r in reports) == 0
+    assert store.claims_tried == 2
+
+    # The same firing read again (a second poller with a stale read) loses its race once.
+    stale = Job.model_validate(
+        cloud.call("GET", f"/v1/jobs/{job['job_id']}").body
+        | {"tenant": "t", "next_fire_at": clock.now() + timedelta(minutes=1), "version": 1}
+    )
+    assert dispatcher.claim_firings(stale, clock.now()).runs == []
+    assert store.claims_tried == 3
+
+
 def test_runs_that_cannot_be_sent_are_reported_not_raised(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:

@@ -18,6 +18,9 @@ from scheduler_core.observability import logger
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
 from scheduler_core.schedule import NeverFires, latest_fire_at_or_before, next_fire_after
 
+# Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
+CONTENTION_PAUSES_MS = (50, 200)
+
 
 @dataclass(frozen=True)
 class PollPolicy:
@@ -99,7 +102,7 @@ class Dispatcher:
             )
             following = following_firing(job, fire_at)
             try:
-                claimed = self._store.claim_if_unchanged(job, run, following, now)
+                claimed = self._claim_retrying_contention(job, run, following, now)
             except StoreContention:
                 return ClaimResult(runs, job, contended=True)
             if not claimed:
@@ -107,6 +110,20 @@ class Dispatcher:
             runs.append(run)
             job = job.model_copy(update={"version": job.version + 1, "next_fire_at": following})
         return ClaimResult(runs, job)
+
+    def _claim_retrying_contention(
+        self, job: Job, run: Run, following: datetime | None, now: datetime
+    ) -> bool:
+        """A claim throttled or caught in a transaction conflict is tried again, briefly
+        (botocore already retried throttling; a conflict it does not retry). A lost race
+        (the condition failed) is never retried: someone else owns the firing."""
+        for pause_ms in CONTENTION_PAUSES_MS:
+            try:
+                return self._store.claim_if_unchanged(job, run, following, now)
+            except StoreContention:
+                logger.info("claim contended; trying again", extra={"job_id": job.job_id})
+                self._clock.sleep_until(self._clock.now() + timedelta(milliseconds=pause_ms))
+        return self._store.claim_if_unchanged(job, run, following, now)
 
     @staticmethod
     def _newest_missed(job: Job, now: datetime) -> datetime | None:
