@@ -10,7 +10,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import SchedulerConfig
-from infra.function import LOG_RETENTION, SchedulerFunction, claiming_environment
+from infra.function import LOG_RETENTION, SchedulerFunction, shared_environment
 from infra.job_store import TENANT_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
@@ -45,11 +45,12 @@ class Api(Construct):
             log_level=config.log_level,
             # Below API Gateway's 29 s integration timeout, so our own error reaches the caller.
             timeout=Duration.seconds(25),
-            environment=claiming_environment(config, store, queues),
+            environment=shared_environment(config, store, queues),
         )
         # Creating a job that fires within the lookahead claims it at once: the same
         # conditional TransactWriteItems as the poller, authorized as its item actions.
-        # Runs are listed from the table; jobs from the tenant index.
+        # Runs are listed from the table; jobs from the tenant index. Retrying a failed run
+        # is one conditional update and a send to its priority queue (never the DLQ).
         self.function.allow(
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
             resources=[store.jobs_table.table_arn],

@@ -7,6 +7,7 @@ overrides it. This module imports no CDK code so the deps-layer build can use it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ class SchedulerConfig:
     shards: int
     lookahead_seconds: int
     delivery_lead_seconds: int
+    resend_after_seconds: int
     worker_timeout_seconds: int
     max_receive_count: int
     run_retention_days: int
@@ -64,6 +66,7 @@ class SchedulerConfig:
         # The same bounds the functions' Settings model enforces.
         _check_range("lookahead_seconds", self.lookahead_seconds, 60, 840)
         _check_range("delivery_lead_seconds", self.delivery_lead_seconds, 0, 5)
+        _check_range("resend_after_seconds", self.resend_after_seconds, 1, 3600)
         _check_range("worker_timeout_seconds", self.worker_timeout_seconds, 1, 900)
         # Fewer receives would send a message to the DLQ after a couple of throttles.
         _check_range("max_receive_count", self.max_receive_count, 5, 1000)
@@ -107,6 +110,7 @@ class SchedulerConfig:
             shards=required_int("shards"),
             lookahead_seconds=required_int("lookahead_seconds"),
             delivery_lead_seconds=required_int("delivery_lead_seconds"),
+            resend_after_seconds=required_int("resend_after_seconds"),
             worker_timeout_seconds=required_int("worker_timeout_seconds"),
             max_receive_count=required_int("max_receive_count"),
             run_retention_days=required_int("run_retention_days"),
@@ -114,6 +118,16 @@ class SchedulerConfig:
             queue_capacity=_queue_capacity(required("queue_capacity")),
             target_queue_arns=_arn_list(node, "target_queue_arns"),
         )
+
+
+def output_key(variable: str) -> str:
+    """The stack output that carries the functions' setting `variable`: DLQ_URL → DlqUrl."""
+    return "".join(part.title() for part in variable.split("_"))
+
+
+def output_variable(key: str) -> str:
+    """The setting a stack output carries, the inverse of `output_key`: DlqUrl → DLQ_URL."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).upper()
 
 
 def cdk_json_context() -> dict[str, Any]:

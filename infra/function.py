@@ -19,15 +19,20 @@ METRICS_NAMESPACE = "ServerlessScheduler"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
-def claiming_environment(config: SchedulerConfig, store: JobStore, queues: SchedulerQueues) -> dict[str, str]:
-    """What a function that claims firings and enqueues them reads: the API (at create) and
-    the poller share it, so both claim with the same shards and lookahead."""
+def shared_environment(config: SchedulerConfig, store: JobStore, queues: SchedulerQueues) -> dict[str, str]:
+    """What every function reads, because each one moves runs and sends their messages: the
+    API (claims at create, re-drives), the poller (claims, the watchdog) and the worker
+    (retries, dead letters). They must agree on shards, timers and retention. The stack
+    also outputs it, so tools such as `make redrive` run with the very same settings."""
     return {
         "JOBS_TABLE_NAME": store.jobs_table.table_name,
         **queues.url_environment(),
+        # Run records go here; the API also refuses it (like the priority queues) as a target.
+        "DLQ_URL": queues.dead_letter_queue.queue_url,
         "SHARD_COUNT": str(config.shards),
         "LOOKAHEAD_SECONDS": str(config.lookahead_seconds),
         "DELIVERY_LEAD_SECONDS": str(config.delivery_lead_seconds),
+        "RESEND_AFTER_SECONDS": str(config.resend_after_seconds),
         "RUN_RETENTION_DAYS": str(config.run_retention_days),
     }
 

@@ -8,7 +8,7 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra.config import SchedulerConfig
-from infra.function import SchedulerFunction, claiming_environment
+from infra.function import SchedulerFunction, shared_environment
 from infra.job_store import DUE_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
@@ -40,18 +40,24 @@ class Poller(Construct):
             log_level=config.log_level,
             # A poll must end before the next minute's poll of the same shard starts.
             timeout=Duration.seconds(60),
-            environment=claiming_environment(config, store, queues),
+            environment=shared_environment(config, store, queues),
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which
         # IAM authorizes as its item actions; watermarks are read and updated on the table.
+        # The watchdog reads a run's job and moves the run with conditional updates.
         self.function.allow(
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[store.jobs_table.table_arn],
         )
         self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(DUE_INDEX)])
+        # Claimed runs and the watchdog's re-sends and retries go to the priority queues;
+        # the watchdog records a run whose lost attempt was its last on the DLQ.
         self.function.allow(
             actions=["sqs:SendMessage"],
-            resources=[queue.queue_arn for queue in queues.priority_queues],
+            resources=[
+                *(queue.queue_arn for queue in queues.priority_queues),
+                queues.dead_letter_queue.queue_arn,
+            ],
         )
 
         shards = list(range(config.shards))

@@ -8,7 +8,8 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.api import Api
-from infra.config import SchedulerConfig
+from infra.config import SchedulerConfig, output_key
+from infra.function import shared_environment
 from infra.job_store import JobStore
 from infra.layers import SharedLayers
 from infra.observability import Alarms
@@ -51,3 +52,12 @@ class SchedulerStack(Stack):
             },
         )
         CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the API; paths start at /v1")
+        # The settings all functions share (tables, queues, the DLQ, shards, timers), one output
+        # each, so that operator tools (`make redrive`) act exactly as the functions do.
+        for variable, value in shared_environment(config, self.store, self.queues).items():
+            CfnOutput(
+                self,
+                output_key(variable),
+                value=value,
+                description=f"The functions' {variable} setting (read by make redrive)",
+            )

@@ -7,7 +7,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from infra.config import PRIORITIES, SchedulerConfig
-from infra.function import SchedulerFunction
+from infra.function import SchedulerFunction, shared_environment
 from infra.job_store import JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
@@ -40,23 +40,34 @@ class Workers(Construct):
             log_level=config.log_level,
             timeout=Duration.seconds(config.worker_timeout_seconds),
             environment={
-                "JOBS_TABLE_NAME": store.jobs_table.table_name,
-                "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
-                **queues.url_environment(),
-                "DLQ_URL": queues.dead_letter_queue.queue_url,
                 # Whatever the worker puts in the due index (lease timers, retries past SQS's
-                # 900 s delay) must land in a shard some poller reads.
-                "SHARD_COUNT": str(config.shards),
+                # 900 s delay) must land in a shard some poller reads, with the same timers.
+                **shared_environment(config, store, queues),
+                "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
                 # A started run belongs to its worker as long as its message stays invisible.
                 "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
-                "RUN_RETENTION_DAYS": str(config.run_retention_days),
             },
         )
-        # Reads jobs, moves runs with conditional updates, completes jobs. Grants for the
-        # idempotency table and for re-sending retries come with those features.
+        # Reads jobs, moves runs with conditional updates (start, heartbeat, finish, retry),
+        # completes jobs.
         self.function.allow(
             actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
             resources=[store.jobs_table.table_arn],
+        )
+        # Powertools idempotency around the target call: reads a run's record, puts it
+        # (conditionally) before the call, updates it on success, deletes it on failure.
+        self.function.allow(
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            resources=[store.idempotency_table.table_arn],
+        )
+        # Retries go back to the priority queues; a run whose attempts are spent is recorded on
+        # the DLQ. (Receiving, deleting and heartbeats come with the event source mappings.)
+        self.function.allow(
+            actions=["sqs:SendMessage"],
+            resources=[
+                *(queue.queue_arn for queue in queues.priority_queues),
+                queues.dead_letter_queue.queue_arn,
+            ],
         )
 
         for priority in PRIORITIES:

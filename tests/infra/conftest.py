@@ -74,3 +74,14 @@ def synthesize(outdir: Path, context: Mapping[str, Any] | None = None) -> Synthe
 def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     """The app with cdk.json's default context."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+# No target queues (the worker's target grant is left out, so its own grants show alone) and
+# a non-default timer, to see context settings reach the functions.
+NARROWED_CONTEXT: dict[str, Any] = {"target_queue_arns": [], "resend_after_seconds": 300}
+
+
+@pytest.fixture(scope="session")
+def narrowed(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
+    """A second synthesis, with `NARROWED_CONTEXT` on top of cdk.json's."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out-narrowed"), context=NARROWED_CONTEXT)

@@ -103,7 +103,8 @@ def test_stage_logs_errors_and_metrics_but_never_bodies(synthesis: Synthesis) ->
 
 def test_api_url_output_points_at_the_stage(synthesis: Synthesis) -> None:
     outputs = synthesis.template.find_outputs("*")
-    assert set(outputs) == {"ApiUrl"}
+    # The others carry the functions' shared settings (see test_functions).
+    assert "ApiUrl" in outputs
     rest_api_id = synthesis.logical_id(synthesis.stack.api.rest_api)
     parts = outputs["ApiUrl"]["Value"]["Fn::Join"][1]
     assert parts[0] == "https://"

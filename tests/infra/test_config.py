@@ -24,6 +24,8 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.max_receive_count == 5
     assert config.run_retention_days == 30
     assert config.lookahead_seconds == 120
+    assert config.delivery_lead_seconds == 2
+    assert config.resend_after_seconds == 60
     assert {p: (c.batch_size, c.max_concurrency) for p, c in config.queue_capacity.items()} == {
         "HIGH": (10, 20),
         "NORMAL": (10, 10),
@@ -55,6 +57,8 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"worker_timeout_seconds": 901},
         {"lookahead_seconds": 30},
         {"delivery_lead_seconds": 6},
+        {"resend_after_seconds": 0},
+        {"resend_after_seconds": 3601},
         {"log_level": "VERBOSE"},
         {"queue_capacity": {"HIGH": {"batch_size": 10, "max_concurrency": 1}}},
         {

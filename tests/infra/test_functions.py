@@ -4,39 +4,28 @@ from __future__ import annotations
 
 from aws_cdk import aws_lambda as lambda_
 
-from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES
+from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, output_variable
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
 
 POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}
 QUEUE_URLS = {"QUEUE_URL_HIGH", "QUEUE_URL_NORMAL", "QUEUE_URL_LOW"}
+# What every function reads: each one moves runs and sends their messages.
+SHARED_ENVIRONMENT = {
+    "JOBS_TABLE_NAME",
+    *QUEUE_URLS,
+    "DLQ_URL",
+    "SHARD_COUNT",
+    "LOOKAHEAD_SECONDS",
+    "DELIVERY_LEAD_SECONDS",
+    "RESEND_AFTER_SECONDS",
+    "RUN_RETENTION_DAYS",
+}
 EXPECTED_ENVIRONMENT = {
-    "api": {
-        "JOBS_TABLE_NAME",
-        *QUEUE_URLS,
-        "SHARD_COUNT",
-        "LOOKAHEAD_SECONDS",
-        "DELIVERY_LEAD_SECONDS",
-        "RUN_RETENTION_DAYS",
-    },
-    "poller": {
-        "JOBS_TABLE_NAME",
-        *QUEUE_URLS,
-        "SHARD_COUNT",
-        "LOOKAHEAD_SECONDS",
-        "DELIVERY_LEAD_SECONDS",
-        "RUN_RETENTION_DAYS",
-    },
-    "worker": {
-        "JOBS_TABLE_NAME",
-        "IDEMPOTENCY_TABLE_NAME",
-        *QUEUE_URLS,
-        "DLQ_URL",
-        "SHARD_COUNT",
-        "RUN_LEASE_SECONDS",
-        "RUN_RETENTION_DAYS",
-    },
+    "api": SHARED_ENVIRONMENT,
+    "poller": SHARED_ENVIRONMENT,
+    "worker": SHARED_ENVIRONMENT | {"IDEMPOTENCY_TABLE_NAME", "RUN_LEASE_SECONDS"},
 }
 
 
@@ -119,11 +108,30 @@ def test_numbers_in_the_environment_come_from_the_context(synthesis: Synthesis) 
     )
     for variables in (api, poller, worker):
         assert variables["SHARD_COUNT"] == str(config.shards) == "4"
-    for variables in (api, poller):
         assert variables["LOOKAHEAD_SECONDS"] == str(config.lookahead_seconds) == "120"
         assert variables["DELIVERY_LEAD_SECONDS"] == str(config.delivery_lead_seconds) == "2"
-    for variables in (api, poller, worker):
+        assert variables["RESEND_AFTER_SECONDS"] == str(config.resend_after_seconds) == "60"
         assert variables["RUN_RETENTION_DAYS"] == str(config.run_retention_days) == "30"
+
+
+def test_the_resend_timer_comes_from_the_context(narrowed: Synthesis) -> None:
+    assert narrowed.config.resend_after_seconds == 300
+    for name in EXPECTED_ENVIRONMENT:
+        variables = narrowed.function(name)["Properties"]["Environment"]["Variables"]
+        assert variables["RESEND_AFTER_SECONDS"] == "300", name
+
+
+def test_the_shared_settings_are_stack_outputs_named_after_them(synthesis: Synthesis) -> None:
+    """`make redrive` reads these outputs and acts with exactly the functions' settings."""
+    outputs = {
+        output_variable(key): output["Value"]
+        for key, output in synthesis.template.find_outputs("*").items()
+        if key != "ApiUrl"
+    }
+    assert set(outputs) == SHARED_ENVIRONMENT
+    for name in EXPECTED_ENVIRONMENT:
+        variables = synthesis.function(name)["Properties"]["Environment"]["Variables"]
+        assert {variable: variables[variable] for variable in SHARED_ENVIRONMENT} == outputs, name
 
 
 def test_the_run_lease_is_the_queues_visibility_timeout(synthesis: Synthesis) -> None:

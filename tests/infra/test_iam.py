@@ -130,33 +130,113 @@ def test_poller_claims_on_the_table_and_reads_only_the_due_index(synthesis: Synt
     }
 
 
-def test_worker_reads_jobs_and_moves_runs_with_conditional_updates(synthesis: Synthesis) -> None:
-    jobs = _arn(synthesis.logical_id(synthesis.stack.store.jobs_table))
+def _priority_queues(synthesis: Synthesis) -> set[str]:
+    return {_arn(synthesis.logical_id(q)) for q in synthesis.stack.queues.priority_queues}
+
+
+def _dead_letter_queue(synthesis: Synthesis) -> str:
+    return _arn(synthesis.logical_id(synthesis.stack.queues.dead_letter_queue))
+
+
+def _tables(synthesis: Synthesis) -> tuple[str, str]:
+    store = synthesis.stack.store
+    return _arn(synthesis.logical_id(store.jobs_table)), _arn(synthesis.logical_id(store.idempotency_table))
+
+
+def test_worker_moves_runs_on_the_jobs_table_and_keeps_idempotency_records(synthesis: Synthesis) -> None:
+    jobs, idempotency = _tables(synthesis)
+    # Conditional updates only on the jobs table: never a put, a delete or a query there.
+    # Powertools idempotency reads, puts, updates (success) and deletes (failure) its records.
     assert _actions(_grants(synthesis, "worker"), "dynamodb") == {
-        "dynamodb:GetItem": {jobs},
-        "dynamodb:UpdateItem": {jobs},
+        "dynamodb:GetItem": {jobs, idempotency},
+        "dynamodb:UpdateItem": {jobs, idempotency},
+        "dynamodb:PutItem": {idempotency},
+        "dynamodb:DeleteItem": {idempotency},
     }
 
 
-def test_api_and_poller_may_only_send_to_the_priority_queues(synthesis: Synthesis) -> None:
-    queues = {_arn(synthesis.logical_id(q)) for q in synthesis.stack.queues.priority_queues}
+def test_only_the_worker_may_touch_the_idempotency_table(synthesis: Synthesis) -> None:
+    _, idempotency = _tables(synthesis)
     for name in ("api", "poller"):
-        assert _actions(_grants(synthesis, name), "sqs") == {"sqs:SendMessage": queues}, name
+        resources = set().union(*_grants(synthesis, name).values())
+        assert idempotency not in resources, name
 
 
-def test_worker_consumes_the_priority_queues_and_sends_only_to_target_queues(
+def test_api_may_only_send_to_the_priority_queues(synthesis: Synthesis) -> None:
+    # Claims at create and re-drives of failed runs; the API never writes a DLQ record.
+    assert _actions(_grants(synthesis, "api"), "sqs") == {"sqs:SendMessage": _priority_queues(synthesis)}
+
+
+def test_poller_sends_to_the_priority_queues_and_records_failed_runs_on_the_dlq(
     synthesis: Synthesis,
 ) -> None:
-    queues = {_arn(synthesis.logical_id(q)) for q in synthesis.stack.queues.priority_queues}
+    assert _actions(_grants(synthesis, "poller"), "sqs") == {
+        "sqs:SendMessage": _priority_queues(synthesis) | {_dead_letter_queue(synthesis)}
+    }
+
+
+def test_worker_consumes_the_priority_queues_and_sends_retries_dead_letters_and_to_targets(
+    synthesis: Synthesis,
+) -> None:
+    queues = _priority_queues(synthesis)
     grants = _actions(_grants(synthesis, "worker"), "sqs")
     assert {action: grants[action] for action in ESM_ACTIONS} == {action: queues for action in ESM_ACTIONS}
-    (target_queues,) = grants["sqs:SendMessage"]
     # The default target pattern: any queue of this account and region, none of another's.
     partition, region, account = ({"Ref": f"AWS::{name}"} for name in ("Partition", "Region", "AccountId"))
-    assert json.loads(target_queues) == {
-        "Fn::Join": ["", ["arn:", partition, ":sqs:", region, ":", account, ":*"]]
-    }
+    target_queues = json.dumps(
+        {"Fn::Join": ["", ["arn:", partition, ":sqs:", region, ":", account, ":*"]]}, sort_keys=True
+    )
+    assert grants["sqs:SendMessage"] == queues | {_dead_letter_queue(synthesis), target_queues}
     assert set(grants) == ESM_ACTIONS | {"sqs:SendMessage"}
+
+
+def test_no_function_may_read_or_delete_from_the_dlq(synthesis: Synthesis) -> None:
+    """Only people (and `make redrive`, with their credentials) consume the DLQ."""
+    dead_letters = _dead_letter_queue(synthesis)
+    for name in synthesis.function_ids:
+        for action, resources in _grants(synthesis, name).items():
+            if dead_letters in resources:
+                assert action == "sqs:SendMessage", (name, action)
+
+
+def test_without_target_queues_each_function_has_exactly_the_grants_it_needs(narrowed: Synthesis) -> None:
+    """The whole policy of each role, with the worker's target grant left out (context
+    `target_queue_arns: []`): nothing more than the code paths call."""
+    jobs, idempotency = _tables(narrowed)
+    queues, dead_letters = _priority_queues(narrowed), _dead_letter_queue(narrowed)
+    jobs_id = narrowed.logical_id(narrowed.stack.store.jobs_table)
+    by_tenant, due = _arn(jobs_id, "/index/by_tenant"), _arn(jobs_id, "/index/due")
+
+    def own(name: str) -> dict[str, set[str]]:
+        log_group = _arn(narrowed.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+        return {
+            "logs:CreateLogStream": {log_group},
+            "logs:PutLogEvents": {log_group},
+            **{action: {json.dumps("*")} for action in XRAY_ACTIONS},
+        }
+
+    assert dict(_grants(narrowed, "api")) == own("api") | {
+        "dynamodb:GetItem": {jobs},
+        "dynamodb:PutItem": {jobs},
+        "dynamodb:UpdateItem": {jobs},
+        "dynamodb:Query": {jobs, by_tenant},
+        "sqs:SendMessage": queues,
+    }
+    assert dict(_grants(narrowed, "poller")) == own("poller") | {
+        "dynamodb:GetItem": {jobs},
+        "dynamodb:PutItem": {jobs},
+        "dynamodb:UpdateItem": {jobs},
+        "dynamodb:Query": {due},
+        "sqs:SendMessage": queues | {dead_letters},
+    }
+    assert dict(_grants(narrowed, "worker")) == own("worker") | {
+        "dynamodb:GetItem": {jobs, idempotency},
+        "dynamodb:UpdateItem": {jobs, idempotency},
+        "dynamodb:PutItem": {idempotency},
+        "dynamodb:DeleteItem": {idempotency},
+        "sqs:SendMessage": queues | {dead_letters},
+        **{action: queues for action in ESM_ACTIONS},
+    }
 
 
 def test_worker_has_no_grant_for_target_kinds_it_cannot_deliver_to(synthesis: Synthesis) -> None:

@@ -11,6 +11,8 @@ import zipfile
 import boto3
 from moto import mock_aws
 
+from infra.redrive import deployed_settings
+from scheduler_core.model import Priority
 from tests.infra.conftest import Synthesis
 
 # Resource types moto's CloudFormation skips (with a warning), and why the local cloud
@@ -55,11 +57,28 @@ def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> Non
             )
         (stack,) = cloudformation.describe_stacks(StackName="ServerlessScheduler")["Stacks"]
         functions = boto3.client("lambda", region_name="us-east-1").list_functions()["Functions"]
+        # What `make redrive` reads, resolved by a deployment.
+        settings = deployed_settings(cloudformation, "ServerlessScheduler")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        redrive_targets = {
+            json.loads(
+                sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]["RedrivePolicy"]
+            )["deadLetterTargetArn"]
+            for url in (settings.queue_url(priority) for priority in Priority)
+        }
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=settings.dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        table = boto3.client("dynamodb", region_name="us-east-1").describe_table(
+            TableName=settings.jobs_table_name
+        )["Table"]
 
     assert stack["StackStatus"] == "CREATE_COMPLETE"
-    (output,) = stack["Outputs"]
-    assert output["OutputKey"] == "ApiUrl"
-    assert re.fullmatch(r"https://\w+\.execute-api\.us-east-1\.amazonaws\.com/prod/", output["OutputValue"])
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in stack["Outputs"]}
+    assert re.fullmatch(r"https://\w+\.execute-api\.us-east-1\.amazonaws\.com/prod/", outputs["ApiUrl"])
+    assert redrive_targets == {dlq_arn}
+    assert {index["IndexName"] for index in table["GlobalSecondaryIndexes"]} == {"due", "by_tenant"}
+    assert (settings.shard_count, settings.resend_after_seconds, settings.run_retention_days) == (4, 60, 30)
     assert len(functions) == 3
     skipped = {
         match.group(1)

@@ -16,6 +16,7 @@ from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.model import Priority
 from scheduler_core.ports import TargetInvoker
 from scheduler_core.queues import SqsRunQueue
+from scheduler_core.redrive import DeadLetterRedriver, SqsDeadLetterQueue
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.store import DynamoJobStore
 from scheduler_core.targets import TargetDispatcher
@@ -93,6 +94,20 @@ def build_run_executor(settings: Settings, clients: AwsClients, clock: Clock) ->
         lease=timedelta(seconds=settings.run_lease_seconds),
         lifecycle=build_lifecycle(settings, clients, clock, store),
         heartbeat_every=timedelta(seconds=settings.heartbeat_seconds) if settings.heartbeat_seconds else None,
+    )
+
+
+def build_redriver(
+    settings: Settings, clients: AwsClients, clock: Clock, *, wait_seconds: int = 1
+) -> DeadLetterRedriver:
+    """The DLQ re-drive (`make redrive`) with the deployed functions' settings.
+    `wait_seconds`: long polling of the DLQ (0 for moto under a frozen clock)."""
+    store = build_store(settings, clients)
+    return DeadLetterRedriver(
+        store,
+        build_queue(settings, clients, clock),
+        build_lifecycle(settings, clients, clock, store),
+        SqsDeadLetterQueue(clients, settings.dlq_url, wait_seconds=wait_seconds),
     )
 
 

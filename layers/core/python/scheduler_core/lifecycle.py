@@ -150,6 +150,9 @@ class RunLifecycle:
         if job is None:
             self._store.fail_waiting_run(run, now, "its job no longer exists")
             return "failed"
+        if job.status is JobStatus.CANCELLED:
+            self._store.cancel_run_if_not_started(run, now)
+            return "cancelled"
         if not self._store.resend_if_unchanged(run, self.sent_timer(run.starts_at, now)):
             return "lost_race"
         self._queue_or_log(run)

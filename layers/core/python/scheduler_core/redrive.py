@@ -1,0 +1,273 @@
+"""Moving the DLQ back (`make redrive`), batch by batch, through the run state machine.
+
+What the DLQ holds, and what a pass does with each message:
+- a RUN_FAILED record (`DeadLetter`: a run whose attempts are spent): the run is re-driven as
+  `POST /v1/jobs/{id}/runs/{run_id}/retry` does (FAILED → RETRYING, a new attempt now, a fresh
+  round of max_attempts), if it is still FAILED. A record of a run that moved on (re-driven
+  already, through the API or by an earlier record) is dropped, as is one whose run, or job,
+  is gone, or whose job is cancelled (the API refuses those too). A paused job's record
+  stays until the job is resumed (a worker cancels the runs of a paused job).
+- a raw `RunMessage` (a poison message: the queues' redrive policy moved it after
+  maxReceiveCount receives): sent back to its run's priority queue if the run still waits
+  for that attempt; dropped if the run has moved on (the worker's conditional start would
+  drop it anyway).
+- anything else: left on the DLQ for a person to look at.
+
+SQS's StartMessageMoveTask cannot do this: it moves bodies unchanged to their source queue,
+and a RUN_FAILED record has none (nor does moto have it). So a pass receives up to ten
+messages, handles them, deletes what was handled, and goes on until the DLQ has nothing new.
+Messages it leaves are hidden while the pass runs (so it does not read them twice) and
+made visible again when it ends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from scheduler_core import run_state
+from scheduler_core.aws import AwsClients
+from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.model import DeadLetter, JobStatus, RunMessage, RunStatus
+from scheduler_core.observability import logger
+from scheduler_core.ports import JobStore, RunQueue, StoreContention
+
+SQS_BATCH = 10  # SQS's most messages per receive, delete or visibility change
+
+
+class Outcome(StrEnum):
+    """What became of one DLQ message."""
+
+    REDRIVEN = "redriven"  # a FAILED run got a new attempt; record deleted
+    REQUEUED = "requeued"  # a poison run message went back to its priority queue; deleted
+    STALE = "stale"  # its run moved on (no longer FAILED, or past that attempt); deleted
+    GONE = "gone"  # its run or its job no longer exists; deleted
+    CANCELLED = "cancelled"  # its job is cancelled, so its run is not re-driven; deleted
+    PAUSED = "paused"  # its job is paused (a worker would cancel the run); kept until resumed
+    UNREADABLE = "unreadable"  # neither a RUN_FAILED record nor a run message; kept
+    FAILED_AGAIN = "failed_again"  # re-driven earlier in this pass and failed again; kept
+    DEFERRED = "deferred"  # DynamoDB or SQS said "not now" (throttled, send failed); kept
+
+
+KEPT = frozenset({Outcome.PAUSED, Outcome.UNREADABLE, Outcome.FAILED_AGAIN, Outcome.DEFERRED})
+
+
+@dataclass(frozen=True)
+class DeadLetterMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+
+
+class DeadLetterQueue(Protocol):
+    """The DLQ as a pass reads it."""
+
+    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
+        """Up to `max_messages` (≤ 10) messages, hidden from other receives for the pass."""
+        ...
+
+    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
+        """Delete handled messages; how many were deleted (failures are logged)."""
+        ...
+
+    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
+        """Make messages left on the queue visible again now."""
+        ...
+
+
+@dataclass
+class RedriveReport:
+    """Counts of one pass. `deleted` < handled means some deletes failed: those messages
+    come back, and the next pass finds their runs moved on (stale)."""
+
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
+    received: int = 0
+    deleted: int = 0
+
+    @property
+    def kept(self) -> int:
+        return sum(count for outcome, count in self.outcomes.items() if outcome in KEPT)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            **{str(outcome): self.outcomes[outcome] for outcome in Outcome},
+            "received": self.received,
+            "deleted": self.deleted,
+            "kept": self.kept,
+        }
+
+
+class DeadLetterRedriver:
+    def __init__(
+        self, store: JobStore, queue: RunQueue, lifecycle: RunLifecycle, dead_letters: DeadLetterQueue
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._lifecycle = lifecycle
+        self._dead_letters = dead_letters
+
+    def redrive(self, limit: int | None = None) -> RedriveReport:
+        """One pass over the DLQ, of at most `limit` messages (all of them if None)."""
+        report = RedriveReport()
+        seen: set[str] = set()
+        redriven_runs: set[str] = set()
+        kept: dict[str, DeadLetterMessage] = {}
+        try:
+            while limit is None or report.received < limit:
+                wanted = SQS_BATCH if limit is None else min(SQS_BATCH, limit - report.received)
+                batch = self._dead_letters.receive(wanted)
+                fresh = [message for message in batch if message.message_id not in seen]
+                # A kept message seen again (the pass outlasted its hiding): keep its new handle.
+                kept |= {m.message_id: m for m in batch if m.message_id in seen}
+                if not fresh:
+                    break
+                handled: list[DeadLetterMessage] = []
+                try:
+                    for message in fresh:
+                        seen.add(message.message_id)
+                        report.received += 1
+                        outcome = self._handle(message, redriven_runs)
+                        report.outcomes[outcome] += 1
+                        if outcome in KEPT:
+                            kept[message.message_id] = message
+                        else:
+                            handled.append(message)
+                finally:
+                    report.deleted += self._dead_letters.delete(handled) if handled else 0
+        finally:
+            self._dead_letters.release(list(kept.values()))
+        logger.info("dead-letter queue re-driven", extra=report.as_dict())
+        return report
+
+    def _handle(self, message: DeadLetterMessage, redriven_runs: set[str]) -> Outcome:
+        parsed = _parse(message.body)
+        try:
+            if isinstance(parsed, DeadLetter):
+                outcome = self._redrive_failed_run(parsed, redriven_runs)
+            elif isinstance(parsed, RunMessage):
+                outcome = self._requeue(parsed)
+            else:
+                outcome = Outcome.UNREADABLE
+        except StoreContention as error:
+            logger.warning("store contended; message kept", extra={"error": str(error)})
+            outcome = Outcome.DEFERRED
+        if outcome is not Outcome.REDRIVEN and outcome is not Outcome.REQUEUED:
+            run_id = parsed.run_id if parsed is not None else None
+            logger.info(f"dead letter {outcome}", extra={"message_id": message.message_id, "run_id": run_id})
+        return outcome
+
+    def _redrive_failed_run(self, record: DeadLetter, redriven_runs: set[str]) -> Outcome:
+        run = self._store.get_run(record.message.job_id, record.message.scheduled_for_ms)
+        if run is None:
+            return Outcome.GONE
+        if run.status is not RunStatus.FAILED:
+            return Outcome.STALE
+        if run.run_id in redriven_runs:
+            # Its new round failed before this pass ended: a new failure, for the next pass.
+            return Outcome.FAILED_AGAIN
+        job = self._store.get_job(run.job_id)
+        if job is None:
+            return Outcome.GONE
+        if job.status is JobStatus.CANCELLED:
+            return Outcome.CANCELLED
+        if job.status is JobStatus.PAUSED:
+            # Re-driven now, the run would be cancelled by the worker: its record waits.
+            return Outcome.PAUSED
+        if self._lifecycle.redrive(run) is None:
+            return Outcome.STALE  # moved on between our read and the conditional update
+        redriven_runs.add(run.run_id)
+        return Outcome.REDRIVEN
+
+    def _requeue(self, message: RunMessage) -> Outcome:
+        run = self._store.get_run(message.job_id, message.scheduled_for_ms)
+        if run is None:
+            return Outcome.GONE
+        if run.status not in run_state.WAITING or run.attempt != message.attempt:
+            return Outcome.STALE
+        # The run as stored makes the same message (attempt, retry time) for its own queue.
+        if self._queue.send_runs([run]):
+            return Outcome.DEFERRED
+        return Outcome.REQUEUED
+
+
+def _parse(body: str) -> DeadLetter | RunMessage | None:
+    try:
+        return DeadLetter.model_validate_json(body)
+    except ValidationError:
+        pass
+    try:
+        return RunMessage.model_validate_json(body)
+    except ValidationError:
+        return None
+
+
+class SqsDeadLetterQueue:
+    """`DeadLetterQueue` on the stack's SQS DLQ.
+
+    `hold_seconds`: how long a received message stays hidden (a pass releases the ones it
+    keeps when it ends; if it dies, they come back after this). `wait_seconds`: long polling,
+    so an empty receive means an empty queue, not an unlucky sample of SQS's servers.
+    """
+
+    def __init__(
+        self, clients: AwsClients, queue_url: str, hold_seconds: int = 900, wait_seconds: int = 1
+    ) -> None:
+        self._clients = clients
+        self._url = queue_url
+        self._hold = hold_seconds
+        self._wait = wait_seconds
+
+    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
+        reply = self._clients.sqs().receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=max(1, min(SQS_BATCH, max_messages)),
+            VisibilityTimeout=self._hold,
+            WaitTimeSeconds=self._wait,
+        )
+        return [
+            DeadLetterMessage(message["MessageId"], message["ReceiptHandle"], message.get("Body", ""))
+            for message in reply.get("Messages", [])
+        ]
+
+    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
+        deleted = 0
+        for chunk in _chunks(messages):
+            try:
+                reply = self._clients.sqs().delete_message_batch(
+                    QueueUrl=self._url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(chunk)],
+                )
+            except (BotoCoreError, ClientError) as error:
+                logger.error("dead letters not deleted", extra={"count": len(chunk), "error": str(error)})
+                continue
+            deleted += len(reply.get("Successful", []))
+            for failure in reply.get("Failed", []):
+                logger.error(
+                    "dead letter not deleted",
+                    extra={"message_id": chunk[int(failure["Id"])].message_id, "code": failure.get("Code")},
+                )
+        return deleted
+
+    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
+        for chunk in _chunks(messages):
+            try:
+                self._clients.sqs().change_message_visibility_batch(
+                    QueueUrl=self._url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+                        for i, m in enumerate(chunk)
+                    ],
+                )
+            except (BotoCoreError, ClientError) as error:
+                # They come back on their own once `hold_seconds` have passed.
+                logger.warning("kept dead letters not released", extra={"error": str(error)})
+
+
+def _chunks(messages: Sequence[DeadLetterMessage]) -> list[Sequence[DeadLetterMessage]]:
+    return [messages[start : start + SQS_BATCH] for start in range(0, len(messages), SQS_BATCH)]
