@@ -52,9 +52,29 @@ run: install
 bench: install
 	$(PY) -m bench
 
+# Chaos soak (not in `make test`): 2,000 one-off jobs over 5 minutes, 20% of target calls
+# fail, a worker process is SIGKILLed every 10 s; fails if a run is lost, succeeds twice or
+# reaches its target twice. Writes bench-results/chaos.json.
+# A short try: make chaos CHAOS_ARGS='--jobs 200 --spread-seconds 60'
+CHAOS_ARGS ?=
+.PHONY: chaos
+chaos: install
+	$(PY) -m bench.chaos $(CHAOS_ARGS)
+
 # Deploy to the AWS account of your current credentials.
 deploy: install
 	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never
+
+# Move the deployed stack's DLQ back: FAILED runs get a new attempt, poison run messages go
+# back to their queue, the unreadable stay. Your AWS credentials and region (AWS_PROFILE,
+# AWS_REGION), or the local cloud: make redrive ENDPOINT=<the moto URL `make run` printed>.
+# STACK=<name> (default ServerlessScheduler), LIMIT=<at most this many messages>.
+STACK ?= ServerlessScheduler
+ENDPOINT ?=
+LIMIT ?=
+.PHONY: redrive
+redrive: $(STAMP)
+	$(PY) -m infra.redrive --stack $(STACK) $(if $(ENDPOINT),--endpoint-url $(ENDPOINT)) $(if $(LIMIT),--limit $(LIMIT))
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache layers/deps/python

@@ -68,14 +68,21 @@ def plan(jobs: int, spread_seconds: float, lead_seconds: float, now_ms: int) -> 
 
 
 def create_job(
-    api_url: str, target_url: str, index: int, at_ms: int, name: str = "bench-lateness"
+    api_url: str,
+    target_url: str,
+    index: int,
+    at_ms: int,
+    name: str = "bench-lateness",
+    retry: dict[str, float] | None = None,
 ) -> Created:
-    body = {
+    body: dict[str, Any] = {
         "name": f"{name}-{index}",
         "schedule": {"at": iso_or_none(from_ms(at_ms))},
         "target": {"type": "HTTP", "url": target_url},
         "payload": {"index": index},
     }
+    if retry is not None:
+        body["retry"] = retry
     request = urllib.request.Request(
         f"{api_url}/v1/jobs",
         data=json.dumps(body).encode(),
@@ -103,14 +110,19 @@ def create_job(
 
 
 def create_all(
-    api_url: str, target_url: str, fire_times: list[int], name: str = "bench-lateness"
+    api_url: str,
+    target_url: str,
+    fire_times: list[int],
+    name: str = "bench-lateness",
+    retry: dict[str, float] | None = None,
 ) -> list[Created]:
     """Create a job per fire time, CREATE_THREADS requests at a time."""
     pool = ThreadPoolExecutor(CREATE_THREADS)
     try:
         return list(
             pool.map(
-                lambda item: create_job(api_url, target_url, item[0], item[1], name), enumerate(fire_times)
+                lambda item: create_job(api_url, target_url, item[0], item[1], name, retry),
+                enumerate(fire_times),
             )
         )
     finally:  # interrupted: the requests not yet sent never are

@@ -1,4 +1,5 @@
-"""A webhook receiver on loopback that answers 200 and records when each delivery arrived.
+"""A webhook receiver on loopback that answers 200 (or, with a failure rate, 500 to that
+share of calls at random) and records when each delivery arrived and what it was answered.
 
 `Receiver` runs in the calling process (enough for counting requests). `ReceiverProcess`
 runs the same server in a process of its own, so arrival times are taken on a clock and
@@ -8,10 +9,12 @@ delivery (`python -m bench.receiver`).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import dataclasses
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -33,6 +36,8 @@ class Arrival:
     scheduled_for: str  # the X-Scheduler-Scheduled-For header, ISO-8601 with ms
     attempt: str
     arrived_ms: float  # epoch milliseconds, taken as soon as the request's headers are read
+    status: int = 200  # what the receiver answered
+    idempotency_key: str = ""  # the Idempotency-Key header
 
 
 class _Server(ThreadingHTTPServer):
@@ -43,16 +48,29 @@ class _Server(ThreadingHTTPServer):
 
 
 class Receiver:
-    """Answers every request with 200 and hands each arrival to `record`."""
+    """Answers every request with 200, or a `fail_rate` share of them at random with 500,
+    and hands each arrival to `record`."""
 
-    def __init__(self, record: Callable[[Arrival], None]) -> None:
+    def __init__(
+        self, record: Callable[[Arrival], None], fail_rate: float = 0.0, seed: int | None = None
+    ) -> None:
+        draw = random.Random(seed)
+        lock = threading.Lock()
+
+        def answer() -> int:
+            if not fail_rate:
+                return 200
+            with lock:
+                return 500 if draw.random() < fail_rate else 200
+
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
                 arrived_ms = time.time() * 1000
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                self.send_response(200)
+                status = answer()
+                self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 record(
@@ -61,6 +79,8 @@ class Receiver:
                         scheduled_for=self.headers.get("X-Scheduler-Scheduled-For", ""),
                         attempt=self.headers.get("X-Scheduler-Attempt", ""),
                         arrived_ms=arrived_ms,
+                        status=status,
+                        idempotency_key=self.headers.get("Idempotency-Key", ""),
                     )
                 )
 
@@ -96,9 +116,10 @@ def _die_with_parent() -> None:
 class ReceiverProcess:
     """`Receiver` in a child process; `arrivals()` is what it has reported so far."""
 
-    def __init__(self, start_timeout: float = 30) -> None:
+    def __init__(self, start_timeout: float = 30, fail_rate: float = 0.0, seed: int | None = None) -> None:
+        options = ["--fail-rate", str(fail_rate)] + (["--seed", str(seed)] if seed is not None else [])
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "bench.receiver"],
+            [sys.executable, "-m", "bench.receiver", *options],
             stdout=subprocess.PIPE,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
@@ -145,7 +166,11 @@ class ReceiverProcess:
         self.stop()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.receiver", description=__doc__)
+    parser.add_argument("--fail-rate", type=float, default=0.0, help="share of calls answered 500 (0)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the failure draws")
+    args = parser.parse_args(argv)
     lock = threading.Lock()
 
     def report(arrival: Arrival) -> None:
@@ -153,7 +178,7 @@ def main() -> None:
             sys.stdout.write(json.dumps(dataclasses.asdict(arrival)) + "\n")
             sys.stdout.flush()
 
-    receiver = Receiver(report)
+    receiver = Receiver(report, args.fail_rate, args.seed)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"{READY}{receiver.port}", flush=True)
     receiver.serve_forever()

@@ -41,6 +41,9 @@ class LocalCloudOptions:
     caller: str = DEFAULT_CALLER
     assembly_dir: Path = field(default_factory=lambda: REPO_ROOT / "cdk.out")
     stack_name: str = STACK_NAME
+    # CDK context on top of cdk.json's (as `cdk -c key=value`), e.g. a shorter worker
+    # timeout and with it a shorter run lease. Give such a stack an `assembly_dir` of its own.
+    context: dict[str, Any] = field(default_factory=dict)
     verbose: bool = False
     out: TextIO = field(default_factory=lambda: sys.stdout)
 
@@ -70,7 +73,7 @@ class LocalCloud:
     def start(self) -> LocalCloud:
         options = self.options
         try:
-            synthesize(options.assembly_dir, options.stack_name)
+            synthesize(options.assembly_dir, options.stack_name, options.context)
             self._moto = MotoServer(options.host, options.moto_port or free_port(options.host))
             self.aws = LocalAws(self._moto.url)
             self.deployment = deploy(self.aws, options.assembly_dir, options.stack_name)

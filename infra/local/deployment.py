@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,12 @@ _NOT_SOURCES = ("infra/local/",)
 _FINGERPRINT = ".local-cloud-fingerprint"
 
 
-def sources_fingerprint(root: Path = REPO_ROOT) -> str:
+def sources_fingerprint(root: Path = REPO_ROOT, context: Mapping[str, Any] | None = None) -> str:
+    """What a synthesis depends on: the sources, the deps layer's build and the context
+    given on top of cdk.json's."""
     digest = hashlib.sha256()
+    if context:  # none: the same fingerprint as before context could be given
+        digest.update(json.dumps(dict(context), sort_keys=True).encode())
     for source in _SOURCES:
         path = root / source
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
@@ -55,16 +60,17 @@ def sources_fingerprint(root: Path = REPO_ROOT) -> str:
     return digest.hexdigest()
 
 
-def synthesize(assembly_dir: Path, stack_name: str) -> Path:
-    """The stack's template in `assembly_dir`, synthesized only when the sources changed."""
-    fingerprint = sources_fingerprint()
+def synthesize(assembly_dir: Path, stack_name: str, context: Mapping[str, Any] | None = None) -> Path:
+    """The stack's template in `assembly_dir`, synthesized only when the sources changed.
+    `context` overrides cdk.json's context, as `cdk -c key=value` does."""
+    fingerprint = sources_fingerprint(context=context)
     template = assembly_dir / f"{stack_name}.template.json"
     stamp = assembly_dir / _FINGERPRINT
     if template.exists() and stamp.exists() and stamp.read_text() == fingerprint:
         return template
     from infra.app import build_app  # jsii starts node: only when we really synthesize
 
-    app, stack = build_app(outdir=str(assembly_dir))
+    app, stack = build_app(outdir=str(assembly_dir), context=context)
     app.synth()
     stamp.write_text(fingerprint)
     return assembly_dir / stack.template_file

@@ -111,6 +111,10 @@ class RuntimeProcess:
     def alive(self) -> bool:
         return self._process.poll() is None
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def invoke(self, event: Any) -> Any:
         deadline = time.time() + self._spec.timeout_seconds
         request = {"event": event, "request_id": str(uuid.uuid4()), "deadline_ms": int(deadline * 1000)}
@@ -221,6 +225,12 @@ class FunctionHost:
     def instances(self) -> int:
         with self._free:
             return len(self._all)
+
+    def pids(self) -> dict[int, bool]:
+        """Process id → busy (serving an invocation) of every live instance."""
+        with self._free:
+            idle = {id(instance) for instance in self._idle}
+            return {instance.pid: id(instance) not in idle for instance in self._all if instance.alive}
 
     def stop(self) -> None:
         with self._free:

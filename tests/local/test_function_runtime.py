@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import textwrap
 import threading
 import time
@@ -102,6 +104,47 @@ def test_a_function_past_its_timeout_is_killed_and_replaced(tmp_path: Path) -> N
         assert host.invoke({})["pid"] != before
     finally:
         host.stop()
+
+
+def test_a_killed_idle_instance_is_replaced_on_the_next_invocation(host: FunctionHost) -> None:
+    killed = host.invoke({})["pid"]
+    assert host.pids() == {killed: False}
+    os.kill(killed, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while killed in host.pids():  # SIGKILL takes effect a moment later
+        assert time.monotonic() < deadline, "the instance did not die"
+        time.sleep(0.01)
+    assert host.invoke({})["pid"] != killed
+    assert host.instances == 1
+
+
+def test_an_instance_killed_mid_invocation_fails_it_and_gives_its_slot_back(host: FunctionHost) -> None:
+    """SIGKILL during a call (the chaos soak's worker kills): that invocation is a function
+    error at once, and the function keeps serving up to its concurrency with new instances."""
+    failures: list[FunctionError] = []
+
+    def call() -> None:
+        try:
+            host.invoke({"sleep": 30})
+        except FunctionError as error:
+            failures.append(error)
+
+    callers = [threading.Thread(target=call) for _ in range(2)]  # the host's whole concurrency
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + 30
+    while len(busy := [pid for pid, working in host.pids().items() if working]) < 2:
+        assert time.monotonic() < deadline, "the invocations did not start"
+        time.sleep(0.05)
+    started = time.monotonic()
+    for pid in busy:
+        os.kill(pid, signal.SIGKILL)
+    for caller in callers:
+        caller.join(timeout=10)
+    assert time.monotonic() - started < 10  # not left to the timeout
+    assert [error.body["errorType"] for error in failures] == ["Runtime.ExitError"] * 2
+    assert host.invoke({})["pid"] not in busy
+    assert host.instances == 1
 
 
 def test_an_import_error_is_an_init_error(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from infra.local.api_gateway import caller_arn, route_for
 from infra.local.console import short_name
-from infra.local.deployment import runs_here
+from infra.local.deployment import runs_here, sources_fingerprint
 from infra.local.event_sources import sqs_record
 from infra.local.schedules import cron_of, period_of
 
@@ -93,6 +93,17 @@ def test_a_pure_python_layer_runs_here(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     assert runs_here(tmp_path)
+
+
+def test_context_overrides_are_part_of_the_synthesis_fingerprint(tmp_path: Path) -> None:
+    """A stack synthesized with other context (the chaos soak's short worker timeout) is
+    synthesized again, not taken from a cache of the defaults."""
+    (tmp_path / "cdk.json").write_text("{}")
+    plain = sources_fingerprint(tmp_path)
+    assert sources_fingerprint(tmp_path, {}) == plain
+    short = sources_fingerprint(tmp_path, {"worker_timeout_seconds": 15})
+    assert short != plain
+    assert sources_fingerprint(tmp_path, {"worker_timeout_seconds": 20}) != short
 
 
 def test_a_received_message_becomes_an_sqs_event_record() -> None:

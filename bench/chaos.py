@@ -1,0 +1,656 @@
+"""`python -m bench.chaos` (`make chaos`): the chaos soak.
+
+N one-off jobs spread over some minutes are created through the local cloud's API, their
+HTTP targets on a loopback receiver that answers a share of calls (20 %) with HTTP 500 at
+random, while a random live process of the worker function is SIGKILLed every few seconds.
+The stack runs with a short worker timeout, so the run lease (the queues' visibility
+timeout, six times the worker timeout) expires within the soak and the poller's watchdog
+can move killed runs on. After the last fire time the soak waits until every run is
+finished, or a margin that covers a lease, a re-send and the polls that act on them.
+
+It prints (and writes as JSON) what must not happen — runs lost (never finished), runs
+that succeeded twice, target effects duplicated (an `Idempotency-Key` answered 2xx more
+than once) — and what did: deliveries, DLQ records and why, runs by final status, the
+watchdog's and the workers' actions. Exits 1 if anything was lost, succeeded twice or
+duplicated, 2 if the soak could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bench.lateness import Created, create_all, plan, queue_depths
+from bench.receiver import Arrival, ReceiverProcess
+from bench.report import describe_machine, machine, table
+from infra.local.cloud import LocalCloud, LocalCloudOptions
+from infra.local.console import short_name
+from infra.local.functions import FunctionHost
+from scheduler_core import keys
+
+# What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
+POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)
+RESEND_AFTER_SECONDS = 60  # a waiting run not started this long after its time is sent again
+MARGIN_SLACK_SECONDS = 30  # for the worker's own work and moto's pauses
+TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED")
+CHECK_SECONDS = 10  # how often the jobs table is read once every run is due
+SETTLE_SECONDS = 5  # how long to keep listening for late deliveries once every run finished
+LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  (?P<function>[^ !][^:]*): (?P<json>\{.*\})$")
+CONSOLE_ERROR = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  ! (?P<where>[^:]+): (?P<message>.*)$")
+SUCCEEDED_LOG = "run succeeded"  # the worker's log message for a run it recorded SUCCEEDED
+
+
+@dataclass(frozen=True)
+class Kill:
+    at: float  # epoch seconds
+    pid: int | None  # None: no live worker process at that moment
+    busy: bool
+
+
+class ChaosMonkey:
+    """From a thread: every `every_seconds`, SIGKILL a random live process of `host`, until
+    `until` (epoch seconds) or stopped."""
+
+    def __init__(self, host: FunctionHost, every_seconds: float, until: float, draw: random.Random) -> None:
+        self._host = host
+        self._every = every_seconds
+        self._until = until
+        self._draw = draw
+        self.kills: list[Kill] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-monkey", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every) and time.time() < self._until:
+            live = self._host.pids()
+            if not live:
+                self.kills.append(Kill(time.time(), None, False))
+                continue
+            pid = self._draw.choice(sorted(live))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it died on its own (timed out) just now
+                continue
+            self.kills.append(Kill(time.time(), pid, live[pid]))
+
+    def __enter__(self) -> ChaosMonkey:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def worker_host(cloud: LocalCloud) -> FunctionHost:
+    """The function the priority queues feed (the stack's one queue consumer)."""
+    assert cloud.aws is not None
+    mappings = cloud.aws.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    arns = {m["FunctionArn"] for m in mappings if m.get("EventSourceArn", "").startswith("arn:aws:sqs:")}
+    if len(arns) != 1:
+        raise RuntimeError(f"expected one function behind the queues, found {sorted(arns)}")
+    return cloud.hosts[arns.pop()]
+
+
+def margin_for(lease_seconds: int, max_backoff_seconds: float) -> float:
+    """Long enough after the last fire time for the slowest recovery of a run killed up to
+    then: its lease runs out, a poll retries it, the retry's send is lost with a kill and is
+    sent again by a later poll, and the retry itself runs."""
+    return (
+        lease_seconds
+        + 2 * POLL_PERIOD_SECONDS
+        + RESEND_AFTER_SECONDS
+        + max_backoff_seconds
+        + MARGIN_SLACK_SECONDS
+    )
+
+
+# --- what the stack holds at the end -------------------------------------------------------
+
+
+def read_table(cloud: LocalCloud, table_name: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(run id → its item's status, attempt and error; job id → status) of the jobs table."""
+    assert cloud.aws is not None
+    dynamodb = cloud.aws.client("dynamodb")
+    runs: dict[str, dict[str, Any]] = {}
+    jobs: dict[str, str] = {}
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table_name,
+        ProjectionExpression="pk, sk, run_id, #s, attempt, #e",
+        ExpressionAttributeNames={"#s": "status", "#e": "error"},
+    )
+    for page in pages:
+        for item in page["Items"]:
+            sk = item["sk"]["S"]
+            if sk == keys.JOB_SK:
+                jobs[item["pk"]["S"].removeprefix("JOB#")] = item.get("status", {}).get("S", "?")
+            elif sk.startswith(keys.RUN_SK_PREFIX) and "run_id" in item:
+                runs[item["run_id"]["S"]] = {
+                    "status": item.get("status", {}).get("S", "?"),
+                    "attempt": int(item.get("attempt", {}).get("N", "0")),
+                    "error": item.get("error", {}).get("S"),
+                }
+    return runs, jobs
+
+
+def read_dead_letters(cloud: LocalCloud, dlq_url: str) -> list[dict[str, Any]]:
+    """Every message on the DLQ (each received once, then hidden), with its receive count."""
+    assert cloud.aws is not None
+    sqs = cloud.aws.client("sqs")
+    messages: list[dict[str, Any]] = []
+    empty = 0
+    while empty < 3:
+        batch = sqs.receive_message(
+            QueueUrl=dlq_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=900,
+            WaitTimeSeconds=0,
+            AttributeNames=["ApproximateReceiveCount"],
+        ).get("Messages", [])
+        empty = 0 if batch else empty + 1
+        messages += batch
+    return messages
+
+
+def _reason(error: str | None) -> str:
+    """A DLQ record's last error with what varies (the URL, the attempt) taken out."""
+    text = re.sub(r" from \S+", "", error or "no error recorded")
+    return re.sub(r"\battempt \d+\b", "attempt N", text)
+
+
+def classify_dead_letters(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """RUN_FAILED records by reason; poison messages (raw run messages the queues' redrive
+    policy moved) and anything else."""
+    records: list[dict[str, Any]] = []
+    poison: list[dict[str, Any]] = []
+    other = 0
+    for message in messages:
+        try:
+            body = json.loads(message["Body"])
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("kind") == "RUN_FAILED":
+            records.append(body)
+        elif isinstance(body, dict) and "run_id" in body:
+            receives = message.get("Attributes", {}).get("ApproximateReceiveCount")
+            poison.append({"run_id": body["run_id"], "attempt": body.get("attempt"), "receives": receives})
+        else:
+            other += 1
+    return {
+        "messages": len(messages),
+        "run_failed": len(records),
+        "run_failed_by_reason": dict(Counter(_reason(r.get("last_error")) for r in records).most_common()),
+        "run_failed_by_attempts": dict(sorted(Counter(int(r.get("attempts", 0)) for r in records).items())),
+        "run_failed_run_ids": sorted(str(r.get("run_id")) for r in records),
+        "poison": len(poison),
+        "poison_messages": poison[:20],
+        "other": other,
+    }
+
+
+def read_log(path: Path) -> dict[str, Any]:
+    """What the functions logged: the workers' and the pollers' messages, the watchdog's
+    actions, runs the workers recorded SUCCEEDED, and the local cloud's own errors."""
+    messages: dict[str, Counter[str]] = {}
+    watched: Counter[str] = Counter()
+    succeeded: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    with path.open(errors="replace") as log:
+        for line in log:
+            line = line.rstrip("\n")
+            if found := LOG_LINE.match(line):
+                try:
+                    record = json.loads(found["json"])
+                except ValueError:
+                    continue
+                message = record.get("message")
+                if not isinstance(message, str):
+                    continue  # metrics (EMF) lines
+                messages.setdefault(short_name(found["function"]), Counter())[message] += 1
+                if message == SUCCEEDED_LOG and record.get("run_id"):
+                    succeeded[str(record["run_id"])] += 1
+                if message == "poll finished":
+                    watched.update(record.get("watched") or {})
+            elif found := CONSOLE_ERROR.match(line):
+                text = re.sub(r"arn:\S+", "<arn>", found["message"])
+                errors[re.sub(r"\d+(\.\d+)?s\b", "Ns", text)[:160]] += 1
+    return {
+        "messages": {function: dict(counts.most_common()) for function, counts in messages.items()},
+        "watchdog": dict(watched.most_common()),
+        "succeeded_logged": succeeded,
+        "local_cloud_errors": dict(errors.most_common()),
+    }
+
+
+# --- the soak --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: int
+    spread_seconds: float
+    lead_seconds: float
+    fail_rate: float
+    kill_every_seconds: float
+    worker_timeout_seconds: int
+    retry: dict[str, float]
+    margin_seconds: float | None  # None: `margin_for` the deployed lease
+    seed: int
+
+
+def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, Any]:
+    """Start the local cloud with the short worker timeout, create the jobs, kill workers
+    until the last fire time, wait for every run to finish (or the margin), then read the
+    table, the DLQ, the receiver and the logs."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    draw = random.Random(plan_.seed)
+    with (
+        log_path.open("w") as log,
+        ReceiverProcess(fail_rate=plan_.fail_rate, seed=draw.randrange(2**32)) as receiver,
+    ):
+        options = LocalCloudOptions(
+            api_port=0,
+            moto_port=0,
+            out=log,
+            verbose=True,
+            assembly_dir=assembly_dir,
+            context={"worker_timeout_seconds": plan_.worker_timeout_seconds},
+        )
+        started = time.monotonic()
+        cloud = LocalCloud(options).start()
+        try:
+            cloud.describe()
+            startup_seconds = time.monotonic() - started
+            worker = worker_host(cloud)
+            environment = worker.spec.environment
+            lease_seconds = int(environment["RUN_LEASE_SECONDS"])
+            margin = plan_.margin_seconds
+            if margin is None:
+                margin = margin_for(lease_seconds, plan_.retry["max_backoff_seconds"])
+            fire_times = plan(plan_.jobs, plan_.spread_seconds, plan_.lead_seconds, int(time.time() * 1000))
+            last_fire = fire_times[-1] / 1000
+            print(
+                f"  local cloud up in {startup_seconds:.0f} s; worker timeout "
+                f"{worker.spec.timeout_seconds} s, run lease {lease_seconds} s; the last job fires in "
+                f"{last_fire - time.time():.0f} s, then up to {margin:.0f} s for every run to finish",
+                flush=True,
+            )
+            with ChaosMonkey(worker, plan_.kill_every_seconds, last_fire, draw) as monkey:
+                creating = time.monotonic()
+                created = create_all(
+                    cloud.api_url, receiver.url, fire_times, name="bench-chaos", retry=plan_.retry
+                )
+                create_seconds = time.monotonic() - creating
+                expected = {c.run_id for c in created if c.run_id}
+                print(f"  {len(expected)} jobs created in {create_seconds:.0f} s; soaking…", flush=True)
+                finished_at = wait_for_runs(
+                    cloud, environment["JOBS_TABLE_NAME"], expected, last_fire, margin
+                )
+            runs, jobs = read_table(cloud, environment["JOBS_TABLE_NAME"])
+            queues = queue_depths(cloud)  # before the DLQ read hides its messages
+            dead_letters = read_dead_letters(cloud, environment["DLQ_URL"])
+        finally:
+            cloud.stop()
+        arrivals = receiver.arrivals()
+    result = summarize(created, runs, jobs, arrivals, classify_dead_letters(dead_letters), read_log(log_path))
+    kills = monkey.kills
+    result |= {
+        "jobs_planned": plan_.jobs,
+        "spread_seconds": plan_.spread_seconds,
+        "lead_seconds": plan_.lead_seconds,
+        "fail_rate": plan_.fail_rate,
+        "retry": plan_.retry,
+        "seed": plan_.seed,
+        "worker_timeout_seconds": plan_.worker_timeout_seconds,
+        "run_lease_seconds": lease_seconds,
+        "margin_seconds": margin,
+        "kill_every_seconds": plan_.kill_every_seconds,
+        "kills": {
+            "total": sum(1 for k in kills if k.pid is not None),
+            "busy": sum(1 for k in kills if k.pid is not None and k.busy),
+            "idle": sum(1 for k in kills if k.pid is not None and not k.busy),
+            "no_live_process": sum(1 for k in kills if k.pid is None),
+            "at": [
+                {"seconds_after_first_fire": round(k.at - fire_times[0] / 1000, 1)} | asdict(k) for k in kills
+            ],
+        },
+        "startup_seconds": round(startup_seconds, 1),
+        "create_seconds": round(create_seconds, 1),
+        "all_finished_seconds_after_last_fire": None
+        if finished_at is None
+        else round(finished_at - last_fire, 1),
+        "log": str(log_path),
+        "queues_at_end": queues,
+    }
+    return result
+
+
+def wait_for_runs(
+    cloud: LocalCloud, table_name: str, expected: set[str], last_fire: float, margin: float
+) -> float | None:
+    """Until every expected run is finished (then SETTLE_SECONDS more) or `margin` after the
+    last fire time; the time they were all found finished, None if never."""
+    deadline = last_fire + margin
+    checked = 0.0
+    while time.time() < deadline:
+        if time.time() >= last_fire and time.time() - checked >= CHECK_SECONDS:
+            checked = time.time()
+            runs, _ = read_table(cloud, table_name)
+            open_runs = [r for r in expected if runs.get(r, {}).get("status") not in TERMINAL]
+            if not open_runs:
+                time.sleep(SETTLE_SECONDS)
+                return checked
+            statuses = Counter(runs.get(r, {}).get("status", "no run item") for r in open_runs)
+            print(
+                f"  {time.time() - last_fire:+5.0f} s after the last fire time: {len(open_runs)} runs not "
+                f"finished ({dict(statuses)})",
+                flush=True,
+            )
+        time.sleep(1)
+    return None
+
+
+def summarize(
+    created: list[Created],
+    runs: dict[str, dict[str, Any]],
+    jobs: dict[str, str],
+    arrivals: list[Arrival],
+    dead_letters: dict[str, Any],
+    logged: dict[str, Any],
+) -> dict[str, Any]:
+    expected = {c.run_id: c.job_id for c in created if c.run_id and c.job_id}
+    ours = [a for a in arrivals if a.run_id in expected]
+    ok_by_key = Counter(a.idempotency_key for a in ours if 200 <= a.status < 300)
+    duplicated = {key: n for key, n in ok_by_key.items() if n > 1}
+    status_of = {run_id: runs.get(run_id, {}).get("status", "NO_RUN_ITEM") for run_id in expected}
+    lost = sorted(run_id for run_id, status in status_of.items() if status not in TERMINAL)
+    succeeded_logged: Counter[str] = logged.pop("succeeded_logged")
+    succeeded_twice = sorted(r for r, n in succeeded_logged.items() if n > 1 and r in expected)
+    failed = {r for r, status in status_of.items() if status == "FAILED"}
+    left_open = [
+        {
+            "job_id": job_id,
+            "job_status": jobs.get(job_id, "NO_JOB_ITEM"),
+            "run_id": r,
+            "run_status": status_of[r],
+        }
+        for r, job_id in expected.items()
+        if status_of[r] in TERMINAL and jobs.get(job_id) != "COMPLETED"
+    ]
+    dead_lettered = set(dead_letters["run_failed_run_ids"])
+    reached = set(ok_by_key)
+    return {
+        "jobs_created": len(expected),
+        "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
+        "runs": sum(1 for r in expected if r in runs),
+        "deliveries": len(ours),
+        "deliveries_by_status": dict(sorted(Counter(a.status for a in ours).items())),
+        "stray_deliveries": len(arrivals) - len(ours),
+        "lost": len(lost),
+        "lost_runs": [{"run_id": r, "status": status_of[r]} | runs.get(r, {}) for r in lost[:20]],
+        "succeeded_twice": len(succeeded_twice),
+        "succeeded_twice_runs": succeeded_twice[:20],
+        "duplicated_effects": len(duplicated),
+        "duplicated_effect_keys": dict(list(duplicated.items())[:20]),
+        "runs_by_status": dict(Counter(status_of.values()).most_common()),
+        "runs_by_attempts": dict(sorted(Counter(runs[r]["attempt"] for r in expected if r in runs).items())),
+        "jobs_by_status": dict(Counter(jobs.get(j, "NO_JOB_ITEM") for j in expected.values()).most_common()),
+        "dead_letters": dead_letters,
+        "checks": {
+            "failed_without_dlq_record": len(failed - dead_lettered),
+            "dlq_records_of_runs_not_failed": len(dead_lettered - failed),
+            "succeeded_without_2xx": sum(
+                1 for r, s in status_of.items() if s == "SUCCEEDED" and r not in reached
+            ),
+            "2xx_but_not_succeeded": sum(1 for r in reached if status_of.get(r) != "SUCCEEDED"),
+            "finished_runs_with_job_not_completed": len(left_open),
+        },
+        # One-off jobs whose one run finished but that were never completed (a worker killed
+        # between the run's final write and the job's).
+        "jobs_left_open": left_open[:20],
+        **logged,
+    }
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def print_chaos(result: dict[str, Any]) -> None:
+    r = result
+    kills = r["kills"]
+    retry = json.dumps(r["retry"])
+    print(
+        f"Chaos soak — {r['jobs_planned']} one-off jobs over {r['spread_seconds']:.0f} s; "
+        f"HTTP targets answer {r['fail_rate']:.0%} of calls with 500 at random; "
+        f"a random worker process SIGKILLed every "
+        f"{r['kill_every_seconds']:g} s until the last fire time"
+    )
+    print(
+        f"  every job's retry policy: {retry}; worker timeout {r['worker_timeout_seconds']} s → run lease "
+        f"(= queue visibility timeout) {r['run_lease_seconds']} s"
+    )
+    print(
+        f"  margin after the last fire time: {r['margin_seconds']:.0f} s (lease + 2 polls of "
+        f"{POLL_PERIOD_SECONDS} s + re-send after {RESEND_AFTER_SECONDS} s + max backoff + "
+        f"{MARGIN_SLACK_SECONDS} s, unless --margin-seconds); seed {r['seed']}"
+    )
+    finished = r["all_finished_seconds_after_last_fire"]
+    rows = [
+        ["jobs", r["jobs_created"], f"created of {r['jobs_planned']} planned"],
+        ["runs", r["runs"], "run items of those jobs' firings"],
+        [
+            "deliveries",
+            r["deliveries"],
+            "target calls seen: " + ", ".join(f"{n}× {s}" for s, n in r["deliveries_by_status"].items()),
+        ],
+        ["lost", r["lost"], "runs not finished when the margin ran out (goal 0)"],
+        ["succeeded twice", r["succeeded_twice"], "runs a worker recorded SUCCEEDED more than once (goal 0)"],
+        [
+            "duplicated effects",
+            r["duplicated_effects"],
+            "Idempotency-Keys answered 2xx more than once (goal 0)",
+        ],
+        ["DLQ messages", r["dead_letters"]["messages"], _dead_letter_line(r["dead_letters"])],
+        [
+            "worker kills",
+            kills["total"],
+            f"{kills['busy']} mid-invocation, {kills['idle']} idle"
+            + (
+                f", {kills['no_live_process']} times no process was alive" if kills["no_live_process"] else ""
+            ),
+        ],
+    ]
+    print(table(["figure", "value", ""], rows))
+    print(
+        "runs by final status: "
+        + ", ".join(f"{status} {n}" for status, n in r["runs_by_status"].items())
+        + "   by attempts: "
+        + ", ".join(f"{a}: {n}" for a, n in r["runs_by_attempts"].items())
+    )
+    print("jobs by final status: " + ", ".join(f"{status} {n}" for status, n in r["jobs_by_status"].items()))
+    if r["dead_letters"]["run_failed_by_reason"]:
+        for reason, n in r["dead_letters"]["run_failed_by_reason"].items():
+            print(f"  DLQ RUN_FAILED ×{n}: {reason}")
+    for poison in r["dead_letters"]["poison_messages"]:
+        print(f"  DLQ poison message: {poison}")
+    print(
+        "watchdog (poller): " + (", ".join(f"{a} {n}" for a, n in r["watchdog"].items()) or "nothing to do")
+    )
+    for function, counts in r["messages"].items():
+        print(f"{function} logged: " + ", ".join(f"{m!r} {n}" for m, n in counts.items()))
+    for error, n in r["local_cloud_errors"].items():
+        print(f"  local cloud ×{n}: {error}")
+    checks = r["checks"]
+    print("checks: " + ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in checks.items()))
+    print(
+        "all runs finished "
+        + (
+            f"{finished:+.0f} s after the last fire time"
+            if finished is not None
+            else "— never, within the margin"
+        )
+        + f"; creation took {r['create_seconds']:.0f} s"
+    )
+    for run in r["lost_runs"]:
+        print(f"  lost: {run}")
+    for job in r["jobs_left_open"]:
+        print(f"  job not completed though its run finished: {job}")
+    for run_id in r["succeeded_twice_runs"]:
+        print(f"  succeeded twice: {run_id}")
+    for key, n in r["duplicated_effect_keys"].items():
+        print(f"  duplicated effect: {key} answered 2xx {n}×")
+    for queue, depths in r["queues_at_end"].items():
+        if any(depths.values()):
+            print(f"  left on {queue}: {depths}")
+    print(f"  local cloud log: {r['log']}")
+
+
+def _dead_letter_line(dead_letters: dict[str, Any]) -> str:
+    parts = [f"{dead_letters['run_failed']} RUN_FAILED records", f"{dead_letters['poison']} poison messages"]
+    if dead_letters["other"]:
+        parts.append(f"{dead_letters['other']} other")
+    return ", ".join(parts)
+
+
+def chaos_headline(result: dict[str, Any]) -> str:
+    return (
+        f"lost {result['lost']}, succeeded twice {result['succeeded_twice']}, duplicated effects "
+        f"{result['duplicated_effects']} (goal 0 each) over {result['runs']} runs, "
+        f"{result['kills']['total']} worker kills, {result['dead_letters']['messages']} on the DLQ"
+    )
+
+
+def failed_goals(result: dict[str, Any]) -> bool:
+    return bool(result["lost"] or result["succeeded_twice"] or result["duplicated_effects"])
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument("--jobs", type=_positive_int, default=2000, help="one-off jobs (2000)")
+    parser.add_argument(
+        "--spread-seconds", type=_positive_float, default=300, help="spread of their fire times (300)"
+    )
+    parser.add_argument(
+        "--lead-seconds", type=_positive_float, default=20, help="from creation to the first fire time (20)"
+    )
+    parser.add_argument(
+        "--fail-rate", type=float, default=0.2, help="share of target calls answered HTTP 500 (0.2)"
+    )
+    parser.add_argument(
+        "--kill-every", type=_positive_float, default=10, help="seconds between worker kills (10)"
+    )
+    parser.add_argument(
+        "--worker-timeout-seconds",
+        type=_positive_int,
+        default=15,
+        help="CDK context worker_timeout_seconds; the run lease is six times it (15 → 90 s)",
+    )
+    parser.add_argument("--max-attempts", type=_positive_int, default=5, help="every job's retry (5)")
+    parser.add_argument("--backoff-seconds", type=_positive_float, default=1, help="every job's retry (1)")
+    parser.add_argument(
+        "--max-backoff-seconds", type=_positive_float, default=5, help="every job's retry (5)"
+    )
+    parser.add_argument(
+        "--margin-seconds",
+        type=_positive_float,
+        default=None,
+        help="how long after the last fire time runs may take to finish (default: from the lease)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed of the failures and kills (random)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/chaos.json"), help="JSON figures")
+    return parser.parse_args(argv)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
+
+
+def _stop(signum: int, _: Any) -> NoReturn:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _stop)
+    if not 0 <= args.fail_rate < 1:
+        print("--fail-rate must be in [0, 1)", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    soak = Plan(
+        jobs=args.jobs,
+        spread_seconds=args.spread_seconds,
+        lead_seconds=args.lead_seconds,
+        fail_rate=args.fail_rate,
+        kill_every_seconds=args.kill_every,
+        worker_timeout_seconds=args.worker_timeout_seconds,
+        retry={
+            "max_attempts": args.max_attempts,
+            "backoff_seconds": args.backoff_seconds,
+            "max_backoff_seconds": args.max_backoff_seconds,
+        },
+        margin_seconds=args.margin_seconds,
+        seed=seed,
+    )
+    info = machine()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    print(describe_machine(info), flush=True)
+    log = args.out.parent / "chaos-cloud.log"
+    print(
+        f"\nstarting the local cloud with worker_timeout_seconds={soak.worker_timeout_seconds} "
+        f"(its output: {log}); {soak.jobs} jobs over {soak.spread_seconds:.0f} s, then until every "
+        f"run finished…",
+        flush=True,
+    )
+    started = time.monotonic()
+    try:
+        result = measure_chaos(soak, log, args.out.parent / "cdk.out-chaos")
+    except KeyboardInterrupt:
+        print("\ninterrupted: everything started was stopped; no figures written", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 2
+    result["seconds"] = round(time.monotonic() - started, 1)
+    print("\n== chaos soak ==")
+    print_chaos(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "started_at": started_at,
+        "machine": info,
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()} | {"seed": seed},
+        "chaos": result,
+    }
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"\nchaos: {chaos_headline(result)}")
+    print(f"{describe_machine(info)}\nfigures written to {args.out}")
+    return 1 if failed_goals(result) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
