@@ -40,6 +40,7 @@ from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.console import short_name
 from infra.local.functions import FunctionHost
 from scheduler_core import keys
+from scheduler_core.execution import RUN_FINISHED  # the worker's log line of each attempt
 
 # What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
 POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)
@@ -50,7 +51,6 @@ CHECK_SECONDS = 10  # how often the jobs table is read once every run is due
 SETTLE_SECONDS = 5  # how long to keep listening for late deliveries once every run finished
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  (?P<function>[^ !][^:]*): (?P<json>\{.*\})$")
 CONSOLE_ERROR = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  ! (?P<where>[^:]+): (?P<message>.*)$")
-SUCCEEDED_LOG = "run succeeded"  # the worker's log message for a run it recorded SUCCEEDED
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def read_log(path: Path) -> dict[str, Any]:
                 if not isinstance(message, str):
                     continue  # metrics (EMF) lines
                 messages.setdefault(short_name(found["function"]), Counter())[message] += 1
-                if message == SUCCEEDED_LOG and record.get("run_id"):
+                if message == RUN_FINISHED and record.get("status") == "SUCCEEDED" and record.get("run_id"):
                     succeeded[str(record["run_id"])] += 1
                 if message == "poll finished":
                     watched.update(record.get("watched") or {})

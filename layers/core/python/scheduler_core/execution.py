@@ -18,12 +18,13 @@ from datetime import timedelta
 from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
-from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.lifecycle import RunLifecycle, is_last
 from scheduler_core.model import Job, JobStatus, Run, RunMessage, RunStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import Delivery, JobStore, MessageLease, TargetInvoker
 
 _STOPPED = (JobStatus.CANCELLED, JobStatus.PAUSED)
+RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
 
 
 class Outcome(StrEnum):
@@ -96,7 +97,9 @@ class RunExecutor:
         current = self._store.get_job(message.job_id)
         if current is None or current.status in _STOPPED:
             self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
-            logger.info("run cancelled with its job", extra=context)
+            logger.info(
+                RUN_FINISHED, extra=context | {"status": "CANCELLED", "error": "its job was cancelled"}
+            )
             return Outcome.CANCELLED
 
         called_at = self._clock.now()
@@ -120,21 +123,32 @@ class RunExecutor:
         if delivery.ok:
             now = self._clock.now()
             if not self._store.finish_run_if_held(
-                run, owner, RunStatus.SUCCEEDED, now, None, delivery.status_code, lateness_ms
+                run,
+                owner,
+                RunStatus.SUCCEEDED,
+                now,
+                None,
+                delivery.status_code,
+                lateness_ms,
+                complete_job=is_last(job),
             ):
                 logger.warning("run taken over by another attempt; result discarded", extra=context)
                 return Outcome.LEASE_LOST
-            self._lifecycle.complete_job_if_last(job, now)
-            logger.info("run succeeded", extra=context | {"lateness_ms": lateness_ms})
             metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
-            return Outcome.SUCCEEDED
-        status = self._lifecycle.retry_or_fail(
-            job, run, owner, delivery.error, delivery.status_code, delivery.retryable, lateness_ms
-        )
+            status: RunStatus | None = RunStatus.SUCCEEDED
+        else:
+            status = self._lifecycle.retry_or_fail(
+                job, run, owner, delivery.error, delivery.status_code, delivery.retryable, lateness_ms
+            )
         if status is None:
             logger.warning("run taken over by another attempt; result discarded", extra=context)
             return Outcome.LEASE_LOST
-        return Outcome.RETRYING if status is RunStatus.RETRYING else Outcome.FAILED
+        # One line per attempt, whatever its outcome (`make run` prints these).
+        logger.info(
+            RUN_FINISHED,
+            extra=context | {"status": str(status), "lateness_ms": lateness_ms, "error": delivery.error},
+        )
+        return Outcome(str(status))
 
     @contextmanager
     def _heartbeat(self, run: Run, owner: str, lease: MessageLease | None) -> Iterator[None]:

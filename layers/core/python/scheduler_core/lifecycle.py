@@ -86,23 +86,28 @@ class RunLifecycle:
             if send_now:
                 self._send(retried)
             return RunStatus.RETRYING
+        self._dead_letter(run, run.attempt, error, response_code, now)
         if not self._store.finish_run_if_held(
-            run, owner, RunStatus.FAILED, now, error, response_code, lateness_ms
+            run, owner, RunStatus.FAILED, now, error, response_code, lateness_ms, complete_job=is_last(job)
         ):
             return None
-        self.record_failure(run, run.attempt, error, response_code, now)
-        self.complete_job_if_last(job, now)
+        self._failed(run, run.attempt, error)
         return RunStatus.FAILED
 
-    def record_failure(
-        self, run: Run, attempts: int, error: str | None, response_code: int | None, now: datetime
-    ) -> None:
-        """A run has failed for good: a DLQ record (for people and `make redrive`) and a metric."""
+    def _failed(self, run: Run, attempts: int, error: str | None) -> None:
         logger.error(
             "run failed; attempts spent or error final",
             extra=_context(run) | {"attempts": attempts, "error": error},
         )
         metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+
+    def _dead_letter(
+        self, run: Run, attempts: int, error: str | None, response_code: int | None, now: datetime
+    ) -> None:
+        """The DLQ record of a run about to fail for good, for people and `make redrive`. Sent
+        before the FAILED write, so no crash can leave a FAILED run without its record; if the
+        write then loses its race (another attempt took the run over), the record describes a
+        run that is not FAILED, and `make redrive` drops it."""
         record = DeadLetter(
             job_id=run.job_id,
             run_id=run.run_id,
@@ -115,10 +120,6 @@ class RunLifecycle:
         )
         if self._queue.send_dead_letter(record):
             metrics.add_metric(name="DeadLetters", unit="Count", value=1)
-
-    def complete_job_if_last(self, job: Job, now: datetime) -> None:
-        if job.next_fire_at is None:  # its last firing (a one-off, or a schedule that ended)
-            self._store.complete_job_if_done(job.job_id, now)
 
     # --- a manual re-drive ---------------------------------------------------------------
 
@@ -185,12 +186,20 @@ class RunLifecycle:
             if send_now:
                 self._send(retried)
             return "retried"
-        if self._store.take_over_expired_lease(run, now, RunStatus.FAILED, error) is None:
+        self._dead_letter(run, run.attempt, error, None, now)
+        if (
+            self._store.take_over_expired_lease(run, now, RunStatus.FAILED, error, complete_job=is_last(job))
+            is None
+        ):
             return "lost_race"
         metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
-        self.record_failure(run, run.attempt, error, None, now)
-        self.complete_job_if_last(job, now)
+        self._failed(run, run.attempt, error)
         return "failed"
+
+
+def is_last(job: Job) -> bool:
+    """Whether the run being finished is the job's last: a one-off, or a schedule that ended."""
+    return job.next_fire_at is None
 
 
 def iso(when: datetime) -> str:

@@ -60,8 +60,6 @@ class JobStore(Protocol):
 
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool: ...
 
-    def complete_job_if_done(self, job_id: str, now: datetime) -> bool: ...
-
     def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None: ...
 
     def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page: ...
@@ -81,6 +79,7 @@ class JobStore(Protocol):
         error: str | None = None,
         response_code: int | None = None,
         lateness_ms: int | None = None,
+        complete_job: bool = False,
     ) -> bool: ...
 
     def retry_run_if_held(
@@ -102,6 +101,7 @@ class JobStore(Protocol):
         error: str,
         next_attempt_at: datetime | None = None,
         due_at: datetime | None = None,
+        complete_job: bool = False,
     ) -> Run | None: ...
 
     def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool: ...

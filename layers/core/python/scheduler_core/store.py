@@ -42,8 +42,11 @@ _CONTENTION_CODES = {
 # The claim's condition: the job is still scheduled, at the version and firing we read.
 _UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
 _RUN_EXISTS = "attribute_exists(sk)"
+_RUNNING_ATTEMPT = "#status = :running AND attempt = :attempt"
 # A running attempt still held by the worker that started it: the fencing of every finish.
-_HELD_BY_OWNER = "#status = :running AND attempt = :attempt AND lease_owner = :owner"
+_HELD_BY_OWNER = f"{_RUNNING_ATTEMPT} AND lease_owner = :owner"
+# A scheduled job with no firing left in the due index: its last run has ended, it completes.
+_NOTHING_LEFT_TO_FIRE = "#status = :scheduled AND attribute_not_exists(due_pk)"
 _LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms")
 _MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
@@ -307,15 +310,6 @@ class DynamoJobStore:
             _values(cancelled="CANCELLED", one=1, now=to_ms(now), scheduled="SCHEDULED", paused="PAUSED"),
         )
 
-    def complete_job_if_done(self, job_id: str, now: datetime) -> bool:
-        """A scheduled job with no firing left becomes COMPLETED once its last run has finished."""
-        return self._update_job_if(
-            job_id,
-            "SET #status = :completed, version = version + :one, updated_at_ms = :now",
-            "#status = :scheduled AND attribute_not_exists(due_pk)",
-            _values(completed="COMPLETED", one=1, now=to_ms(now), scheduled="SCHEDULED"),
-        )
-
     def _update_job_if(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
         try:
             self._ddb.update_item(
@@ -433,7 +427,7 @@ class DynamoJobStore:
             raise StoreContention(f"transaction cancelled: {reasons[:expected]}") from error
         return reasons[:expected]
 
-    def _update_run(
+    def _run_update(
         self,
         job_id: str,
         scheduled_for_ms: int,
@@ -441,10 +435,9 @@ class DynamoJobStore:
         condition: str,
         condition_values: Mapping[str, Any],
         remove: Collection[str] = (),
-    ) -> Run | None:
-        """One conditional UpdateItem of a run: SET `sets` (attribute → value; None values are
-        skipped), REMOVE `remove`, if `condition` holds. The run as written, or None when the
-        condition failed (someone else moved the run first)."""
+    ) -> dict[str, Any]:
+        """The conditional update of a run: SET `sets` (attribute → value; None values are
+        skipped), REMOVE `remove`, if `condition` holds."""
         names = {"#status": "status"}
         values: dict[str, Any] = _values(**condition_values)
         actions = []
@@ -459,16 +452,29 @@ class DynamoJobStore:
         if removable:
             names |= {f"#r{position}": attribute for position, attribute in enumerate(removable)}
             update += " REMOVE " + ", ".join(f"#r{position}" for position in range(len(removable)))
+        return {
+            "TableName": self._table,
+            "Key": self._run_key(job_id, scheduled_for_ms),
+            "UpdateExpression": update,
+            "ConditionExpression": f"{_RUN_EXISTS} AND {condition}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _update_run(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        sets: Mapping[str, Any],
+        condition: str,
+        condition_values: Mapping[str, Any],
+        remove: Collection[str] = (),
+    ) -> Run | None:
+        """One conditional UpdateItem of a run (see `_run_update`). The run as written, or
+        None when the condition failed (someone else moved the run first)."""
+        request = self._run_update(job_id, scheduled_for_ms, sets, condition, condition_values, remove)
         try:
-            reply = self._ddb.update_item(
-                TableName=self._table,
-                Key=self._run_key(job_id, scheduled_for_ms),
-                UpdateExpression=update,
-                ConditionExpression=f"{_RUN_EXISTS} AND {condition}",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
+            reply = self._ddb.update_item(**request, ReturnValues="ALL_NEW")
         except ClientError as error:
             if _condition_failed(error):
                 return None
@@ -476,6 +482,47 @@ class DynamoJobStore:
                 raise StoreContention(str(error)) from error
             raise
         return self._run_from_item(reply["Attributes"])
+
+    def _end_run(self, request: dict[str, Any], complete_job: str | None, now: datetime) -> bool:
+        """Apply a run's final update; with `complete_job`, complete that job in the same
+        transaction (its last run has ended), so no crash can leave a finished one-off job
+        SCHEDULED forever. False if the run's condition failed. A job that cannot complete
+        (cancelled meanwhile, or already completed) does not stop the run's update."""
+        if complete_job is None:
+            return self._write_run(request)
+        completion: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": _to_item({"pk": keys.job_pk(complete_job), "sk": keys.JOB_SK}),
+            "UpdateExpression": "SET #status = :completed, version = version + :one, updated_at_ms = :now",
+            "ConditionExpression": f"attribute_exists(pk) AND {_NOTHING_LEFT_TO_FIRE}",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": _values(
+                completed="COMPLETED", one=1, now=to_ms(now), scheduled="SCHEDULED"
+            ),
+        }
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[{"Update": request}, {"Update": completion}]  # type: ignore[typeddict-item]
+            )
+        except ClientError as error:
+            run_reason, job_reason = self._cancellation_reasons(error, expected=2)
+            if run_reason == "ConditionalCheckFailed":
+                return False
+            if job_reason == "ConditionalCheckFailed":
+                return self._write_run(request)
+            raise
+        return True
+
+    def _write_run(self, request: dict[str, Any]) -> bool:
+        try:
+            self._ddb.update_item(**request)
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            if _is_contention(error):
+                raise StoreContention(str(error)) from error
+            raise
+        return True
 
     def start_run_if_waiting(
         self, run: RunRef, now: datetime, lease_until: datetime, owner: str
@@ -520,28 +567,28 @@ class DynamoJobStore:
         error: str | None = None,
         response_code: int | None = None,
         lateness_ms: int | None = None,
+        complete_job: bool = False,
     ) -> bool:
         """RUNNING → `status` (SUCCEEDED, FAILED, CANCELLED) only for the attempt `owner` holds;
         False if the lease was lost to another attempt (a slow worker cannot finish the run).
-        `lateness_ms`: how late the target was called."""
-        return (
-            self._update_run(
-                run.job_id,
-                run.scheduled_for_ms,
-                {
-                    "status": str(status),
-                    "finished_at_ms": to_ms(now),
-                    "expires_at": self._expiry(now),
-                    "error": error[:_MAX_ERROR] if error else None,
-                    "response_code": response_code,
-                    "lateness_ms": lateness_ms,
-                },
-                _HELD_BY_OWNER,
-                {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
-                remove=_LEASE_AND_TIMER,
-            )
-            is not None
+        `lateness_ms`: how late the target was called. `complete_job`: this was the job's
+        last run; the job becomes COMPLETED in the same transaction."""
+        request = self._run_update(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(status),
+                "finished_at_ms": to_ms(now),
+                "expires_at": self._expiry(now),
+                "error": error[:_MAX_ERROR] if error else None,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+            },
+            _HELD_BY_OWNER,
+            {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            remove=_LEASE_AND_TIMER,
         )
+        return self._end_run(request, run.job_id if complete_job else None, now)
 
     def retry_run_if_held(
         self,
@@ -580,34 +627,42 @@ class DynamoJobStore:
         error: str,
         next_attempt_at: datetime | None = None,
         due_at: datetime | None = None,
+        complete_job: bool = False,
     ) -> Run | None:
         """The watchdog: a RUNNING attempt whose lease (as we read it) has expired moves on:
-        to RETRYING as the next attempt (`next_attempt_at`, `due_at`), or to FAILED/CANCELLED.
-        None if its worker finished, heartbeated or another poller acted first."""
+        to RETRYING as the next attempt (`next_attempt_at`, `due_at`), or to FAILED/CANCELLED
+        (with `complete_job`, its job completes in the same transaction). None if its worker
+        finished, heartbeated or another poller acted first."""
         assert run.lease_until is not None, "only a leased run can expire"
+        condition = f"{_RUNNING_ATTEMPT} AND lease_until_ms = :seen_lease AND lease_until_ms <= :now"
+        values = {
+            "running": "RUNNING",
+            "attempt": run.attempt,
+            "seen_lease": to_ms(run.lease_until),
+            "now": to_ms(now),
+        }
         sets: dict[str, Any] = {"status": str(status), "error": error[:_MAX_ERROR]}
         if status is RunStatus.RETRYING:
             assert next_attempt_at is not None
             assert due_at is not None
             sets |= {"attempt": run.attempt + 1, "next_attempt_at_ms": to_ms(next_attempt_at)}
             sets |= self._due_attributes(run.job_id, due_at)
-            remove: tuple[str, ...] = ("lease_until_ms", "lease_owner")
-        else:
-            sets |= {"finished_at_ms": to_ms(now), "expires_at": self._expiry(now)}
-            remove = _LEASE_AND_TIMER
-        return self._update_run(
-            run.job_id,
-            run.scheduled_for_ms,
-            sets,
-            "#status = :running AND attempt = :attempt AND lease_until_ms = :seen_lease"
-            " AND lease_until_ms <= :now",
-            {
-                "running": "RUNNING",
-                "attempt": run.attempt,
-                "seen_lease": to_ms(run.lease_until),
-                "now": to_ms(now),
-            },
-            remove=remove,
+            return self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                sets,
+                condition,
+                values,
+                remove=("lease_until_ms", "lease_owner"),
+            )
+        sets |= {"finished_at_ms": to_ms(now), "expires_at": self._expiry(now)}
+        request = self._run_update(
+            run.job_id, run.scheduled_for_ms, sets, condition, values, remove=_LEASE_AND_TIMER
+        )
+        if not self._end_run(request, run.job_id if complete_job else None, now):
+            return None
+        return run.model_copy(
+            update={"status": status, "error": error, "finished_at": now, "due_at": None, "lease_until": None}
         )
 
     def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool:

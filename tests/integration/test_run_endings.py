@@ -1,0 +1,96 @@
+"""A run's last write and its job's completion are one transaction: no crash between them
+can leave a finished one-off job SCHEDULED forever (found by `make chaos`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from scheduler_core.model import RunMessage, RunStatus
+from scheduler_core.store import DynamoJobStore
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+
+def one_off(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> tuple[dict[str, Any], RunMessage]:
+    at = clock.now() + timedelta(seconds=5)
+    job = cloud.create(
+        {"name": "once", "schedule": {"at": at.isoformat()}, "target": {"type": "HTTP", "url": receiver.url}}
+    )
+    [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
+    fire_ms = int(at.timestamp() * 1000)
+    return job, RunMessage(job_id=job["job_id"], run_id=run["run_id"], scheduled_for_ms=fire_ms, attempt=1)
+
+
+def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
+    store = cloud.dispatcher._store
+    assert isinstance(store, DynamoJobStore)
+    return store
+
+
+def test_the_last_run_and_its_job_end_in_one_write(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job, message = one_off(cloud, clock, receiver)
+    store, now = store_of(cloud), clock.now()
+    assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
+
+    assert store.finish_run_if_held(message, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+
+
+def test_a_worker_that_lost_its_lease_ends_neither_the_run_nor_the_job(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job, message = one_off(cloud, clock, receiver)
+    store, now = store_of(cloud), clock.now()
+    assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
+
+    assert not store.finish_run_if_held(message, "worker-b", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "SCHEDULED"
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "RUNNING"
+
+
+def test_a_job_cancelled_meanwhile_stays_cancelled_and_the_run_still_ends(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job, message = one_off(cloud, clock, receiver)
+    store, now = store_of(cloud), clock.now()
+    assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
+    assert cloud.call("DELETE", f"/v1/jobs/{job['job_id']}").status == 200
+
+    assert store.finish_run_if_held(message, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "CANCELLED"
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "SUCCEEDED"
+
+
+def test_the_watchdog_fails_a_lost_last_attempt_and_completes_its_job_together(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(
+        {
+            "name": "once",
+            "schedule": {"at": (clock.now() + timedelta(seconds=5)).isoformat()},
+            "target": {"type": "HTTP", "url": receiver.url},
+            "retry": {"max_attempts": 1},
+        }
+    )
+    [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
+    store, now = store_of(cloud), clock.now()
+    message = RunMessage(
+        job_id=job["job_id"],
+        run_id=run["run_id"],
+        scheduled_for_ms=int(run["run_id"].split(":")[1]),
+        attempt=1,
+    )
+    assert (
+        store.start_run_if_waiting(message, now, now + timedelta(seconds=30), "worker-that-dies") is not None
+    )
+
+    clock.advance(95)  # past the lease and a poll's reach
+    cloud.poll()
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{run['run_id']}").body["status"] == "FAILED"
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+    assert receiver.requests == []
