@@ -1,5 +1,5 @@
 """A real HTTP server on loopback standing in for a webhook receiver: it records every
-request and answers with the statuses it is told to."""
+request and answers with the statuses it is told to, after the holds it is told to."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class WebhookReceiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self._statuses: deque[int] = deque()
+        self._holds: deque[float] = deque()
         self._lock = threading.Lock()
         self.hold_seconds = 0.0  # how long each request is held before the answer
         self.in_flight = 0
@@ -39,8 +40,9 @@ class WebhookReceiver:
                 with receiver._lock:
                     receiver.in_flight += 1
                     receiver.max_in_flight = max(receiver.max_in_flight, receiver.in_flight)
-                if receiver.hold_seconds:
-                    time.sleep(receiver.hold_seconds)
+                    hold = receiver._holds.popleft() if receiver._holds else receiver.hold_seconds
+                if hold:
+                    time.sleep(hold)
                 with receiver._lock:
                     receiver.in_flight -= 1
                     receiver.requests.append(
@@ -87,6 +89,21 @@ class WebhookReceiver:
         """Answer the next requests with these statuses, then 200 again."""
         with self._lock:
             self._statuses.extend(statuses)
+
+    def hold_next(self, *seconds: float) -> None:
+        """Hold the next requests this long each (real seconds) before answering, then
+        `hold_seconds` again: a target that hangs past the caller's timeout."""
+        with self._lock:
+            self._holds.extend(seconds)
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
+        """The requests once `count` have been recorded (a held request is recorded when its
+        hold ends, which may be after its caller gave up on it)."""
+        for _ in range(int(timeout / 0.01)):  # counted, not timed: tests may freeze the clock
+            if len(self.requests) >= count:
+                break
+            time.sleep(0.01)
+        return list(self.requests)
 
     def by_run(self) -> dict[str, list[Received]]:
         grouped: dict[str, list[Received]] = {}

@@ -1,0 +1,326 @@
+"""Random interleavings of the scheduler's moving parts and the faults around them (issue 4):
+jobs created, polls of one shard or all, worker passes, duplicated messages, workers dying
+mid-call, time moving on. Whatever the order, once time has moved far enough and the
+system has drained: every due run has ended, none ended twice, no due firing was skipped,
+and the target acted once per successful run.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from scheduler_core import keys
+from scheduler_core.aws import AwsClients
+from scheduler_core.composition import build_dispatcher
+from scheduler_core.execution import RunNotDueYet
+from scheduler_core.model import DeadLetter, Priority, RetryPolicy, Run, RunMessage, RunStatus
+from scheduler_core.queues import run_message
+from scheduler_core.settings import settings_from_env
+from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
+from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
+from tests.support.receiver import WebhookReceiver
+
+SHARDS = 2
+MAX_EARLY = timedelta(seconds=10)  # how early a worker takes a run (RunExecutor's default)
+START = datetime(2026, 11, 21, 10, 0, 30, tzinfo=UTC)
+# Interesting amounts of time: under the delivery lead, under the worker's early margin, past
+# the re-send timer, past the lease (and the queues' visibility timeout).
+ADVANCES = [1, 2, 10, 30, 61, 150, 541]
+# When a one-off is due: now, within the worker's early margin, within the lookahead, beyond.
+ONE_OFF_OFFSETS = [0, 5, 30, 90, 300]
+
+Step = tuple[Any, ...]
+steps = st.one_of(
+    st.tuples(st.just("create-once"), st.sampled_from(ONE_OFF_OFFSETS)),
+    st.tuples(st.just("create-cron")),
+    st.tuples(
+        st.just("poll"),
+        st.one_of(st.none(), st.integers(min_value=0, max_value=SHARDS - 1)),
+        st.sampled_from([False, False, True]),  # whether the poller dies between claim and send
+    ),
+    st.tuples(st.just("deliver")),
+    st.tuples(st.just("duplicate"), st.integers(min_value=0, max_value=1_000)),
+    st.tuples(st.just("crash"), st.booleans()),
+    st.tuples(st.just("advance"), st.sampled_from(ADVANCES)),
+)
+
+
+@dataclass
+class World:
+    """The scheduler on moto, its target, and what the test did to them."""
+
+    cloud: SchedulerHarness
+    clock: FrozenClock
+    receiver: WebhookReceiver
+    one_offs: dict[str, datetime] = field(default_factory=dict)  # job id → its time
+    crons: dict[str, datetime] = field(default_factory=dict)  # job id → created at
+    # When each shard was polled; when a job was created (its create claims ahead too).
+    polls: dict[int, list[datetime]] = field(default_factory=dict)
+    # The kind of each target call, by position in receiver.requests: "normal", or how
+    # the worker that made it died ("before-record": Powertools had not recorded it).
+    call_kinds: list[str] = field(default_factory=list)
+    abandoned: int = 0  # runs started by a worker that died before calling
+    poller_deaths: int = 0
+
+    @property
+    def sqs(self) -> Any:
+        return self.cloud.clients.sqs()
+
+    def _note_calls(self, kind: str) -> None:
+        # Each call is recorded before it is answered, so before its worker moves on.
+        self.call_kinds += [kind] * (len(self.receiver.requests) - len(self.call_kinds))
+
+    def runs(self) -> list[Run]:
+        store = self.cloud.dispatcher._store
+        return [
+            run
+            for job_id in [*self.one_offs, *self.crons]
+            for run in store.list_runs(job_id, 100, None).items
+        ]
+
+    # --- the steps ------------------------------------------------------------------------
+
+    def create(self, schedule: dict[str, str]) -> str:
+        body = {"name": "any", "schedule": schedule, "target": {"type": "HTTP", "url": self.receiver.url}}
+        job_id: str = self.cloud.create(body)["job_id"]
+        return job_id
+
+    def create_once(self, seconds: int) -> None:
+        when = self.clock.now() + timedelta(seconds=seconds)
+        self.one_offs[self.create({"at": when.isoformat()})] = when
+
+    def create_cron(self) -> None:
+        now = self.clock.now()
+        self.crons[self.create({"cron": "* * * * *"})] = now
+
+    def poll(self, shard: int | None, dies: bool = False) -> None:
+        for each in range(SHARDS) if shard is None else [shard]:
+            if not dies:
+                self.polls.setdefault(each, []).append(self.clock.now())
+                self.cloud.dispatcher.poll_shard(each)
+                continue
+            # Its claims stand, their messages are never sent, the rest of its poll never
+            # happens (so it promises nothing about what it should have claimed).
+            dying = build_dispatcher(self.cloud.settings, self.cloud.clients, self.clock)
+            dying._queue = DiesBeforeSending()
+            try:
+                dying.poll_shard(each)
+            except PollerDied:
+                self.poller_deaths += 1
+
+    def deliver(self) -> None:
+        self.cloud.deliver(priorities=(Priority.NORMAL,))  # every job here is NORMAL
+        self._note_calls("normal")
+
+    def duplicate(self, pick: int) -> None:
+        """SQS delivers a message again: a copy of a run's current message, at once."""
+        runs = self.runs()
+        if runs:
+            run = runs[pick % len(runs)]
+            url = self.cloud.queue_url(run.priority)
+            self.sqs.send_message(QueueUrl=url, MessageBody=run_message(run).model_dump_json())
+
+    def crash(self, before_the_record: bool) -> None:
+        """A worker takes one visible message and dies after its target call; the message
+        stays in flight until its visibility timeout. With no message visible: a worker
+        that took a copy of a due run's message started it and died before the call."""
+        url = self.cloud.queue_url(Priority.NORMAL)
+        received = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
+        if not received:
+            self._abandon_a_due_run()
+            return
+        [message] = received
+        try:
+            outcome = dying_executor(self.cloud, before_the_record=before_the_record).execute(
+                RunMessage.model_validate_json(message["Body"])
+            )
+        except WorkerDied:
+            pass
+        except RunNotDueYet:
+            pass  # died before hiding it again: it comes back after the visibility timeout
+        else:  # nothing to call (a duplicate, say): the worker finished with the message
+            assert outcome is not None
+            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        self._note_calls("before-record" if before_the_record else "after-record")
+
+    def _abandon_a_due_run(self) -> None:
+        now = self.clock.now()
+        lease = timedelta(seconds=self.cloud.settings.run_lease_seconds)
+        due = [
+            run
+            for run in self.runs()
+            if run.status in (RunStatus.PENDING, RunStatus.RETRYING) and run.starts_at <= now + MAX_EARLY
+        ]
+        if due:
+            store = self.cloud.dispatcher._store
+            assert store.start_run_if_waiting(due[0], now, now + lease, owner="died-before-calling")
+            self.abandoned += 1
+
+    def advance(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+
+    def drain(self) -> datetime:
+        """Past every run's timer (a lease, a re-send), then past every retry's backoff, poll
+        all shards and deliver, as the deployed poller and queue mappings would (no fault any
+        more). Returns the time before the last worker pass: every run due by then must have
+        ended. (A dead worker's message that is still in flight is stale by then.)"""
+        timers = [run.due_at for run in self.runs() if run.due_at is not None]
+        self.clock.move_to(max([self.clock.now() + timedelta(seconds=61), *timers]) + timedelta(seconds=1))
+        self.poll(None)  # lost attempts are retried or failed; lost messages are sent again
+        self.deliver()
+        self.advance(61)  # retries' backoffs (at most 20 s after two attempts) are over
+        self.poll(None)
+        cutoff = self.clock.now()
+        self.deliver()
+        return cutoff
+
+
+@functools.cache
+def shared_clients() -> AwsClients:
+    """One set of clients for every example (building them is the slow part of a fresh
+    moto world); each example's `mock_aws` gives them empty services."""
+    return AwsClients(boto3.session.Session(region_name="us-east-1"))
+
+
+@pytest.fixture
+def worker_knows_its_queues(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The worker finds a record's queue among the queue URLs of its settings (to hide an
+    early message again); moto names the queues of every example alike."""
+    for priority in Priority:
+        monkeypatch.setenv(
+            f"QUEUE_URL_{priority}",
+            f"https://sqs.us-east-1.amazonaws.com/123456789012/scheduler-{priority.lower()}",
+        )
+    settings_from_env.cache_clear()
+    yield
+    monkeypatch.undo()
+    settings_from_env.cache_clear()
+
+
+def claim_windows(world: World, job_id: str, created_at: datetime) -> list[tuple[datetime, datetime]]:
+    """When each firing of a job had to be claimed: the create claims what lies within the
+    lookahead after it; each poll of the job's shard what lies from then to the horizon."""
+    lookahead = timedelta(seconds=world.cloud.settings.lookahead_seconds)
+    shard = keys.shard_for(job_id, SHARDS)
+    windows = [(created_at + timedelta(milliseconds=1), created_at + lookahead - timedelta(milliseconds=1))]
+    windows += [
+        (t, t + lookahead - timedelta(milliseconds=1)) for t in world.polls.get(shard, []) if t > created_at
+    ]
+    return windows
+
+
+def check(world: World, cutoff: datetime) -> None:
+    runs = world.runs()
+    by_id = {run.run_id: run for run in runs}
+    assert len(by_id) == len(runs)
+
+    # Every run due by the cutoff has ended; the others (claimed ahead) wait, or were taken
+    # by the last worker pass a few seconds early (and called at their time).
+    for run in runs:
+        if run.starts_at <= cutoff:
+            assert run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED), run
+        else:
+            assert run.status in (RunStatus.PENDING, RunStatus.SUCCEEDED), run
+            assert run.attempt == 1, run
+
+    # No firing lost: each one-off ran at its time; each cron mark inside a claim window has
+    # its run (marks missed while nothing claimed them may collapse into one, FIRE_ONCE).
+    for job_id, when in world.one_offs.items():
+        [run] = [run for run in runs if run.job_id == job_id]
+        assert run.scheduled_for == when.replace(microsecond=when.microsecond // 1000 * 1000)
+    for job_id, created_at in world.crons.items():
+        marks = {run.scheduled_for for run in runs if run.job_id == job_id}
+        assert all(m.second == 0 and m.microsecond == 0 and m > created_at for m in marks)
+        for start, end in claim_windows(world, job_id, created_at):
+            mark = start.replace(second=0, microsecond=0)
+            while mark <= end:
+                if mark >= start:
+                    assert mark in marks, (job_id, mark, start, end)
+                mark += timedelta(minutes=1)
+
+    # What the target saw: per run, only calls whose success went unrecorded (the worker
+    # died before Powertools recorded it) may be followed by another call, and every
+    # attempt called at most once.
+    calls: dict[str, list[tuple[str, str]]] = {}
+    for request, kind in zip(world.receiver.requests, world.call_kinds, strict=True):
+        key = request.headers["idempotency-key"]
+        calls.setdefault(key, []).append((request.headers["x-scheduler-attempt"], kind))
+    assert set(calls) <= set(by_id)
+    for run_id, seen in calls.items():
+        attempts = [int(attempt) for attempt, _ in seen]
+        assert attempts == sorted(set(attempts)), (run_id, seen)
+        assert all(kind == "before-record" for _, kind in seen[:-1]), (run_id, seen)
+    for run in runs:
+        effective = [kind for _, kind in calls.get(run.run_id, []) if kind != "before-record"]
+        if run.status is RunStatus.SUCCEEDED:
+            assert len(effective) == 1, (run, calls.get(run.run_id))
+        else:
+            assert "normal" not in effective, (run, calls.get(run.run_id))
+
+    # Exactly one DLQ record per FAILED run (its attempts all lost); no poison message.
+    letters = [DeadLetter.model_validate(record) for record in dead_letters(world.cloud)]
+    failed = sorted(run.run_id for run in runs if run.status is RunStatus.FAILED)
+    assert sorted(letter.run_id for letter in letters) == failed
+    for letter in letters:
+        assert letter.attempts == by_id[letter.run_id].attempt == RetryPolicy().max_attempts
+        lost = f"attempt {letter.attempts} lost: its worker did not finish within its lease"
+        assert letter.last_error == lost
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(script=st.lists(steps, min_size=3, max_size=10))
+@example(  # the same run lost three times, its target called each time: FAILED, one DLQ record
+    script=[
+        ("create-once", 0),
+        ("crash", True),
+        *[("advance", 541), ("deliver",), ("poll", None, False), ("advance", 30), ("crash", True)] * 2,
+    ]
+)
+@example(  # died after Powertools recorded the success, its message duplicated meanwhile
+    script=[
+        ("create-cron",),
+        ("advance", 61),
+        ("poll", 1, False),
+        ("crash", False),
+        ("duplicate", 0),
+        ("deliver",),
+        ("advance", 541),
+        ("poll", 0, True),
+        ("deliver",),
+        ("crash", False),
+    ]
+)
+@pytest.mark.usefixtures("worker_knows_its_queues")
+def test_any_interleaving_of_work_and_faults_loses_and_doubles_nothing(
+    clock: FrozenClock, receiver: WebhookReceiver, script: list[Step]
+) -> None:
+    clock.move_to(START)
+    receiver.requests.clear()  # one receiver for every example (it always answers 200)
+    with mock_aws():
+        clients = shared_clients()
+        resources = create_scheduler_resources(clients, shard_count=SHARDS)
+        # Faster polls, same guarantees: no job predates the first poll, so it need not look
+        # back; moto's index is read consistently, so a poll need not re-read past buckets
+        # (the grace, for DynamoDB's eventually consistent index reads).
+        settings_ = resources.model_copy(update={"first_poll_lookback_seconds": 0, "poll_grace_seconds": 0})
+        cloud = SchedulerHarness(clients, settings_, clock)
+        world = World(cloud, clock, receiver)
+        world.poll(None)  # the deployed poller has run: the shards' watermarks exist
+        for name, *arguments in script:
+            getattr(world, name.replace("-", "_"))(*arguments)
+        check(world, world.drain())
