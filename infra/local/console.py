@@ -32,6 +32,8 @@ class Console:
             record = None
         if isinstance(record, dict) and record.get("message") == RUN_FINISHED:
             self._run_line(record)
+            if self._verbose:  # the record itself too, for tools that read the log
+                self.print(f"{_now()}  {short_name(function)}: {line}")
         elif (
             self._verbose
             or (isinstance(record, dict) and record.get("level") in ("ERROR", "CRITICAL"))
