@@ -129,7 +129,8 @@ class Api(Construct):
         v1 = self.rest_api.root.add_resource("v1")
         jobs = v1.add_resource("jobs")
         job = jobs.add_resource("{job_id}")
-        # pause, resume, trigger, runs, runs/{run_id}, runs/{run_id}/retry: routed in the function.
+        # pause, resume, trigger, runs, runs/{run_id}, runs/{run_id}/retry: routed in the function
+        # (its own 404 for a sub-path it does not know).
         job_subresources = job.add_resource("{proxy+}")
         job_id = {"method.request.path.job_id": True}
 
@@ -138,6 +139,7 @@ class Api(Construct):
             "GET",
             {
                 "method.request.querystring.status": False,
+                "method.request.querystring.name_prefix": False,
                 "method.request.querystring.limit": False,
                 "method.request.querystring.cursor": False,
             },

@@ -60,6 +60,9 @@ class SchedulerConfig:
     log_level: str
     queue_capacity: Mapping[str, QueueCapacity]
     target_queue_arns: tuple[str, ...] | None
+    target_topic_arns: tuple[str, ...] | None
+    target_event_bus_arns: tuple[str, ...] | None
+    target_function_arns: tuple[str, ...] | None
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
@@ -117,6 +120,9 @@ class SchedulerConfig:
             log_level=str(required("log_level")).upper(),
             queue_capacity=_queue_capacity(required("queue_capacity")),
             target_queue_arns=_arn_list(node, "target_queue_arns"),
+            target_topic_arns=_arn_list(node, "target_topic_arns"),
+            target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
+            target_function_arns=_arn_list(node, "target_function_arns"),
         )
 
 

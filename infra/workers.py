@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
@@ -84,8 +85,39 @@ class Workers(Construct):
             )
 
         # Job targets (DESIGN §7) are chosen at run time; by default any resource of the kind
-        # in this account and region. Only the kinds the worker can deliver to are granted.
+        # in this account and region. One action per kind, the one its delivery calls.
         self._allow_targets("target_queue_arns", config.target_queue_arns, "sqs:SendMessage", "sqs", "*")
+        self._allow_targets("target_topic_arns", config.target_topic_arns, "sns:Publish", "sns", "*")
+        self._allow_targets(
+            "target_event_bus_arns", config.target_event_bus_arns, "events:PutEvents", "events", "event-bus/*"
+        )
+        self._allow_targets(
+            "target_function_arns",
+            config.target_function_arns,
+            "lambda:InvokeFunction",
+            "lambda",
+            "function:*",
+        )
+        # ... but never this stack's own functions, whatever the grant above allows: an event
+        # shaped as an API Gateway request would act as any tenant the job's payload names, one
+        # shaped as an SQS batch would feed the worker forged run messages. CloudFormation names
+        # them "<stack name>-<logical id>-<suffix>". (The API refuses the scheduler's own queues
+        # as targets in the same spirit.)
+        stack = Stack.of(self)
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["lambda:InvokeFunction"],
+                resources=[
+                    stack.format_arn(
+                        service="lambda",
+                        resource="function",
+                        resource_name=f"{stack.stack_name}-*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
 
     def _allow_targets(
         self, context_key: str, configured: tuple[str, ...] | None, action: str, service: str, resource: str

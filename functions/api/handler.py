@@ -12,14 +12,15 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from scheduler_core.composition import default_job_service
-from scheduler_core.errors import PayloadTooLarge, SchedulerError
+from scheduler_core.errors import InvalidRequest, PayloadTooLarge, SchedulerError, field_error
 from scheduler_core.jobs import JobService
-from scheduler_core.model import TARGET_TYPES, JobCreate, JobStatus
+from scheduler_core.model import TARGET_TYPES, JobCreate, JobPatch, JobStatus, RunStatus
 from scheduler_core.observability import logger, tracer
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import settings_from_env
@@ -206,8 +207,11 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query()] = None,
     status: Annotated[JobStatus | None, Query()] = None,
+    name_prefix: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="Only jobs whose name starts with this.")
+    ] = None,
 ) -> Response[Any]:
-    page = _jobs().list(_tenant(), limit, cursor, status)
+    page = _jobs().list(_tenant(), limit, cursor, status, name_prefix)
     return _json(200, {"items": [job.to_api() for job in page.items], "next_cursor": page.next_cursor})
 
 
@@ -216,9 +220,73 @@ def get_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().get(_tenant(), job_id).to_api())
 
 
+@app.patch(
+    "/v1/jobs/<job_id>",
+    summary="Change a job",
+    description="Any of the create fields; each one given replaces the job's. 409 for a cancelled or "
+    "completed job; with If-Match (the job's version), 412 if the job is at another version.",
+)
+def update_job(
+    job_id: str,
+    patch: JobPatch,
+    if_match: Annotated[
+        str | None, Header(alias="If-Match", description="The version of the job as read, for example 3.")
+    ] = None,
+) -> Response[Any]:
+    version = _version_of(if_match)
+    try:
+        job = _jobs().update(_tenant(), job_id, patch, version)
+    except ValidationError as exc:  # the job as patched breaks a rule across fields
+        raise RequestValidationError(exc.errors()) from exc
+    return _json(200, job.to_api())
+
+
+def _version_of(if_match: str | None) -> int | None:
+    """`If-Match: "3"` (or 3, W/"3") → 3; absent or `*` → None (any version)."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    tag = if_match.strip().removeprefix("W/").strip('"')
+    if not tag.isdecimal() or len(tag) > 18:
+        raise InvalidRequest(
+            'If-Match must be the version of the job as read, e.g. "3" (or 3)',
+            [field_error("If-Match", "is not a job version")],
+        )
+    return int(tag)
+
+
 @app.delete("/v1/jobs/<job_id>", summary="Cancel a job")
 def cancel_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().cancel(_tenant(), job_id).to_api())
+
+
+@app.post(
+    "/v1/jobs/<job_id>/pause",
+    summary="Pause a job",
+    description="It fires no more until resumed; pausing a paused job changes nothing. 409 for a "
+    "cancelled or completed job.",
+)
+def pause_job(job_id: str) -> Response[Any]:
+    return _json(200, _jobs().pause(_tenant(), job_id).to_api())
+
+
+@app.post(
+    "/v1/jobs/<job_id>/resume",
+    summary="Resume a paused job",
+    description="Firings missed while paused run once, now; then the schedule carries on. Resuming a "
+    "scheduled job changes nothing. 409 for a cancelled or completed job.",
+)
+def resume_job(job_id: str) -> Response[Any]:
+    return _json(200, _jobs().resume(_tenant(), job_id).to_api())
+
+
+@app.post(
+    "/v1/jobs/<job_id>/trigger",
+    summary="Run a job now",
+    description="One run now (trigger MANUAL), also for a paused job; the schedule is unchanged. "
+    "409 for a cancelled or completed job.",
+)
+def trigger_job(job_id: str) -> Response[Any]:
+    return _json(202, _jobs().trigger(_tenant(), job_id).to_api())
 
 
 @app.get("/v1/jobs/<job_id>/runs", summary="List a job's runs, newest first")
@@ -226,8 +294,9 @@ def list_runs(
     job_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query()] = None,
+    status: Annotated[RunStatus | None, Query()] = None,
 ) -> Response[Any]:
-    page = _jobs().list_runs(_tenant(), job_id, limit, cursor)
+    page = _jobs().list_runs(_tenant(), job_id, limit, cursor, status)
     return _json(200, {"items": [run.to_api() for run in page.items], "next_cursor": page.next_cursor})
 
 

@@ -76,9 +76,18 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
 
 
-# No target queues (the worker's target grant is left out, so its own grants show alone) and
-# a non-default timer, to see context settings reach the functions.
-NARROWED_CONTEXT: dict[str, Any] = {"target_queue_arns": [], "resend_after_seconds": 300}
+# Target grants narrowed: no queues and no event buses (those grants are left out), one topic,
+# and a deployer's wildcard pattern of functions; and a non-default timer, to see context
+# settings reach the functions.
+NARROWED_TOPIC = "arn:aws:sns:eu-west-1:111122223333:alerts"
+NARROWED_FUNCTIONS = "arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"
+NARROWED_CONTEXT: dict[str, Any] = {
+    "target_queue_arns": [],
+    "target_topic_arns": [NARROWED_TOPIC],
+    "target_event_bus_arns": [],
+    "target_function_arns": [NARROWED_FUNCTIONS],
+    "resend_after_seconds": 300,
+}
 
 
 @pytest.fixture(scope="session")

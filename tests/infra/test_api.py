@@ -79,6 +79,15 @@ def test_every_method_validates_its_required_parameters(synthesis: Synthesis) ->
     }
 
 
+def test_listing_declares_its_optional_filters(synthesis: Synthesis) -> None:
+    """Documentation only (a proxy integration passes every query string), but it must match
+    what the function reads."""
+    parameters = _methods(synthesis)[("/v1/jobs", "GET")]["RequestParameters"]
+    assert parameters == {
+        f"method.request.querystring.{name}": False for name in ("status", "name_prefix", "limit", "cursor")
+    }
+
+
 def test_stage_writes_json_access_logs_to_its_log_group(synthesis: Synthesis) -> None:
     access_log = _stage(synthesis)["AccessLogSetting"]
     log_group_id = synthesis.logical_id(synthesis.stack.api.access_logs)

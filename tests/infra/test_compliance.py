@@ -10,7 +10,7 @@ from typing import Any
 
 from aws_cdk import Validations
 
-from tests.infra.conftest import Synthesis
+from tests.infra.conftest import NARROWED_FUNCTIONS, Synthesis
 
 # cfn-lint warnings the template may have, and why.
 ALLOWED_LINT_WARNINGS = {
@@ -69,8 +69,15 @@ def test_acknowledged_findings_are_the_reviewed_ones(synthesis: Synthesis) -> No
         for violation in _suppressed(synthesis)
     }
     in_account = "arn:<AWS::Partition>:{}:<AWS::Region>:<AWS::AccountId>:{}"
+    # The worker's default target grants: any resource of the kind in this account and region.
     worker_targets = {
-        ("Workers/Worker/Role", f"AwsSolutions-IAM5[Resource::{in_account.format('sqs', '*')}]")
+        ("Workers/Worker/Role", f"AwsSolutions-IAM5[Resource::{in_account.format(service, resource)}]")
+        for service, resource in [
+            ("sqs", "*"),
+            ("sns", "*"),
+            ("events", "event-bus/*"),
+            ("lambda", "function:*"),
+        ]
     }
     assert findings == {
         ("Api/Api/Role", "AwsSolutions-IAM5[Resource::*]"),
@@ -105,3 +112,20 @@ def test_cfn_lint_finds_no_errors_and_only_the_allowed_warnings(synthesis: Synth
     assert warnings == []
     # cfn-lint exits 0, or 4 when it found warnings only; anything else is a crash or an error.
     assert result.returncode in (0, 4), result.stderr
+
+
+def test_a_deployers_wildcard_target_pattern_is_acknowledged_with_their_context_key(
+    narrowed: Synthesis,
+) -> None:
+    """Context `target_function_arns: ["...:function:jobs-*"]`: cdk-nag flags the pattern, the
+    acknowledgement names the context key that chose it; an exact ARN needs none."""
+    for report in narrowed.validation_report["pluginReports"]:
+        assert (report["conclusion"], report["violations"]) == ("success", [])
+    worker = {
+        violation["ruleName"]: violation["reason"]
+        for violation in _suppressed(narrowed)
+        if violation["acknowledgedAt"].endswith("Workers/Worker/Role")
+    }
+    pattern = f"AwsSolutions-IAM5[Resource::{NARROWED_FUNCTIONS}]"
+    assert set(worker) == {"AwsSolutions-IAM5[Resource::*]", pattern}
+    assert "'target_function_arns'" in worker[pattern]

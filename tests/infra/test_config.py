@@ -32,6 +32,9 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
         "LOW": (10, 4),
     }
     assert config.target_queue_arns is None
+    assert config.target_topic_arns is None
+    assert config.target_event_bus_arns is None
+    assert config.target_function_arns is None
 
 
 def test_cli_style_string_overrides_are_parsed() -> None:
@@ -43,10 +46,16 @@ def test_cli_style_string_overrides_are_parsed() -> None:
             '"LOW": {"batch_size": 1, "max_concurrency": 2}}'
         ),
         target_queue_arns='["arn:aws:sqs:eu-west-1:111122223333:callbacks"]',
+        target_topic_arns='["arn:aws:sns:eu-west-1:111122223333:alerts"]',
+        target_event_bus_arns="[]",
+        target_function_arns='["arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"]',
     )
     assert config.shards == 7
     assert config.queue_capacity["HIGH"].max_concurrency == 50
     assert config.target_queue_arns == ("arn:aws:sqs:eu-west-1:111122223333:callbacks",)
+    assert config.target_topic_arns == ("arn:aws:sns:eu-west-1:111122223333:alerts",)
+    assert config.target_event_bus_arns == ()
+    assert config.target_function_arns == ("arn:aws:lambda:eu-west-1:111122223333:function:jobs-*",)
 
 
 @pytest.mark.parametrize(
@@ -69,6 +78,9 @@ def test_cli_style_string_overrides_are_parsed() -> None:
             }
         },
         {"target_queue_arns": "arn:aws:sqs:eu-west-1:111122223333:not-a-list"},
+        {"target_topic_arns": "arn:aws:sns:eu-west-1:111122223333:not-a-list"},
+        {"target_event_bus_arns": {"bus": "arn:aws:events:eu-west-1:111122223333:event-bus/b"}},
+        {"target_function_arns": [42]},
     ],
 )
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:

@@ -30,5 +30,12 @@ def test_binary_modules_in_the_layer_are_for_the_lambda_cpython() -> None:
 
 def test_the_layer_has_what_the_functions_import() -> None:
     site = DEPS_LAYER_BUILT.parent
-    for package in ("aws_lambda_powertools", "croniter", "pydantic", "pydantic_core", "aws_xray_sdk"):
+    for package in (
+        "aws_lambda_powertools",
+        "croniter",
+        "pydantic",
+        "pydantic_core",
+        "aws_xray_sdk",
+        "tzdata",
+    ):
         assert (site / package).is_dir(), package

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tests.infra.conftest import Synthesis
+from tests.infra.conftest import NARROWED_FUNCTIONS, NARROWED_TOPIC, Synthesis
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 ESM_ACTIONS = {
@@ -40,15 +40,19 @@ def _role_id(synthesis: Synthesis, function: str) -> str:
     return role
 
 
-def _grants(synthesis: Synthesis, function: str) -> dict[str, set[str]]:
-    """Action → the resources (as JSON text) the function's role may use it on."""
+def _grants(synthesis: Synthesis, function: str, effect: str = "Allow") -> dict[str, set[str]]:
+    """Action → the resources (as JSON text) the function's role may use it on (or, with
+    effect "Deny", may never use it on)."""
     role = {"Ref": _role_id(synthesis, function)}
     grants: dict[str, set[str]] = defaultdict(set)
     for policy in synthesis.resources("AWS::IAM::Policy").values():
         if role not in policy["Properties"]["Roles"]:
             continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            assert statement["Effect"] == "Allow"
+            assert statement["Effect"] in ("Allow", "Deny")
+            assert "Condition" not in statement
+            if statement["Effect"] != effect:
+                continue
             for action in _as_list(statement["Action"]):
                 grants[action] |= {
                     json.dumps(resource, sort_keys=True) for resource in _as_list(statement["Resource"])
@@ -175,6 +179,13 @@ def test_poller_sends_to_the_priority_queues_and_records_failed_runs_on_the_dlq(
     }
 
 
+def _in_this_account(service: str, resource: str) -> str:
+    """An ARN pattern of this stack's partition, region and account, as the template joins it."""
+    partition, region, account = ({"Ref": f"AWS::{name}"} for name in ("Partition", "Region", "AccountId"))
+    arn = {"Fn::Join": ["", ["arn:", partition, f":{service}:", region, ":", account, f":{resource}"]]}
+    return json.dumps(arn, sort_keys=True)
+
+
 def test_worker_consumes_the_priority_queues_and_sends_retries_dead_letters_and_to_targets(
     synthesis: Synthesis,
 ) -> None:
@@ -182,12 +193,32 @@ def test_worker_consumes_the_priority_queues_and_sends_retries_dead_letters_and_
     grants = _actions(_grants(synthesis, "worker"), "sqs")
     assert {action: grants[action] for action in ESM_ACTIONS} == {action: queues for action in ESM_ACTIONS}
     # The default target pattern: any queue of this account and region, none of another's.
-    partition, region, account = ({"Ref": f"AWS::{name}"} for name in ("Partition", "Region", "AccountId"))
-    target_queues = json.dumps(
-        {"Fn::Join": ["", ["arn:", partition, ":sqs:", region, ":", account, ":*"]]}, sort_keys=True
-    )
+    target_queues = _in_this_account("sqs", "*")
     assert grants["sqs:SendMessage"] == queues | {_dead_letter_queue(synthesis), target_queues}
     assert set(grants) == ESM_ACTIONS | {"sqs:SendMessage"}
+
+
+def test_worker_may_deliver_to_any_topic_event_bus_and_function_of_its_account_and_region(
+    synthesis: Synthesis,
+) -> None:
+    """The defaults (context `target_topic_arns`, `target_event_bus_arns`,
+    `target_function_arns` unset): one action per target kind, never another account's."""
+    grants = _grants(synthesis, "worker")
+    assert _actions(grants, "sns") == {"sns:Publish": {_in_this_account("sns", "*")}}
+    assert _actions(grants, "events") == {"events:PutEvents": {_in_this_account("events", "event-bus/*")}}
+    assert _actions(grants, "lambda") == {"lambda:InvokeFunction": {_in_this_account("lambda", "function:*")}}
+
+
+def test_worker_may_never_invoke_the_functions_of_its_own_stack(synthesis: Synthesis) -> None:
+    """A LAMBDA target naming the API (a forged request acting as any tenant) or the worker
+    (forged run messages) is refused by IAM, whatever the target grant allows."""
+    own_functions = _in_this_account("lambda", f"function:{synthesis.stack.stack_name}-*")
+    assert dict(_grants(synthesis, "worker", "Deny")) == {"lambda:InvokeFunction": {own_functions}}
+    for name in ("api", "poller"):
+        assert dict(_grants(synthesis, name, "Deny")) == {}
+    # CloudFormation names each function "<stack name>-<logical id>-<suffix>".
+    for function in synthesis.resources("AWS::Lambda::Function").values():
+        assert "FunctionName" not in function["Properties"]
 
 
 def test_no_function_may_read_or_delete_from_the_dlq(synthesis: Synthesis) -> None:
@@ -199,9 +230,10 @@ def test_no_function_may_read_or_delete_from_the_dlq(synthesis: Synthesis) -> No
                 assert action == "sqs:SendMessage", (name, action)
 
 
-def test_without_target_queues_each_function_has_exactly_the_grants_it_needs(narrowed: Synthesis) -> None:
-    """The whole policy of each role, with the worker's target grant left out (context
-    `target_queue_arns: []`): nothing more than the code paths call."""
+def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(narrowed: Synthesis) -> None:
+    """The whole policy of each role, with the worker's target grants as the context narrows
+    them (no queues, no event buses, one topic, a pattern of functions): nothing more than the
+    code paths call."""
     jobs, idempotency = _tables(narrowed)
     queues, dead_letters = _priority_queues(narrowed), _dead_letter_queue(narrowed)
     jobs_id = narrowed.logical_id(narrowed.stack.store.jobs_table)
@@ -236,9 +268,15 @@ def test_without_target_queues_each_function_has_exactly_the_grants_it_needs(nar
         "dynamodb:DeleteItem": {idempotency},
         "sqs:SendMessage": queues | {dead_letters},
         **{action: queues for action in ESM_ACTIONS},
+        "sns:Publish": {json.dumps(NARROWED_TOPIC)},
+        "lambda:InvokeFunction": {json.dumps(NARROWED_FUNCTIONS)},
     }
 
 
-def test_worker_has_no_grant_for_target_kinds_it_cannot_deliver_to(synthesis: Synthesis) -> None:
-    services = {action.split(":")[0] for action in _grants(synthesis, "worker")}
-    assert services == {"logs", "xray", "dynamodb", "sqs"}
+def test_worker_grants_one_action_per_target_kind(synthesis: Synthesis) -> None:
+    target_actions = {
+        action
+        for action in _grants(synthesis, "worker")
+        if action.split(":")[0] in {"sns", "events", "lambda"}
+    }
+    assert target_actions == {"sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}

@@ -127,9 +127,9 @@ def test_a_valid_request_is_accepted(cloud: SchedulerHarness) -> None:
             id="51 headers",
         ),
         pytest.param(
-            with_changes(target={"type": "SQS", "queue_url": "https://sqs.us-east-1.amazonaws.com/1/q.fifo"}),
-            "target.queue_url",
-            id="FIFO queue",
+            with_changes(target={"type": "SNS", "topic_arn": "arn:aws:sns:us-east-1:1:topic"}),
+            "target.topic_arn",
+            id="SNS topic ARN with a short account",
         ),
         # Keys that happen to be named like a target type are field names like any other.
         pytest.param(with_changes(HTTP=1), "HTTP", id="unknown field named HTTP"),
@@ -153,20 +153,12 @@ def test_an_owned_header_is_refused_with_the_reason(cloud: SchedulerHarness) -> 
     assert "set by the scheduler" in reply.body["error"]["details"][0]["message"]
 
 
-def test_a_fifo_queue_is_refused_as_not_supported_yet(cloud: SchedulerHarness) -> None:
-    target = {"type": "SQS", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo"}
-
-    reply = cloud.call("POST", "/v1/jobs", with_changes(target=target))
-
-    assert_error(reply, 400, "VALIDATION_ERROR", "target.queue_url")
-    assert "FIFO queues are not supported yet" in reply.body["error"]["details"][0]["message"]
-
-
 def test_an_unknown_target_type_lists_the_known_ones(cloud: SchedulerHarness) -> None:
     reply = cloud.call("POST", "/v1/jobs", with_changes(target={"type": "FTP"}))
 
     assert_error(reply, 400, "VALIDATION_ERROR", "target.type")
-    assert reply.body["error"]["details"][0]["message"] == "must be one of HTTP, SQS"
+    [detail] = reply.body["error"]["details"]
+    assert detail["message"] == "must be one of HTTP, SQS, SNS, EVENTBRIDGE, LAMBDA"
 
 
 def raw_job(payload: str) -> str:

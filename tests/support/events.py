@@ -39,6 +39,7 @@ def api_event(
     parts = urlsplit(path)
     query = dict(parse_qsl(parts.query))
     text = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
     identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": "tests"}
     if caller is not None:
         identity |= {"userArn": caller, "caller": caller.rsplit("/", 1)[-1], "accountId": ACCOUNT}
@@ -46,8 +47,8 @@ def api_event(
         "resource": parts.path,
         "path": parts.path,
         "httpMethod": method,
-        "headers": {"Content-Type": "application/json", **(headers or {})},
-        "multiValueHeaders": {},
+        "headers": all_headers,
+        "multiValueHeaders": {name: [value] for name, value in all_headers.items()},
         "queryStringParameters": query or None,
         "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
         "pathParameters": None,

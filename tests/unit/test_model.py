@@ -351,14 +351,14 @@ def test_a_target_has_at_most_50_headers() -> None:
         "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo/",
     ],
 )
-def test_a_fifo_queue_target_is_refused_for_now(queue_url: str) -> None:
-    with pytest.raises(ValidationError, match="FIFO queues are not supported yet") as exc:
-        JobCreate.model_validate(job_body(target={"type": "SQS", "queue_url": queue_url}))
-    assert error_locs(exc) == [("target", "SQS", "queue_url")]
+def test_a_fifo_queue_target_is_accepted_and_known_as_fifo(queue_url: str) -> None:
+    job = JobCreate.model_validate(job_body(target={"type": "SQS", "queue_url": queue_url}))
+    assert isinstance(job.target, SqsTarget)
+    assert job.target.fifo
 
 
 def test_target_types_are_the_tags_of_the_target_models() -> None:
-    assert TARGET_TYPES == ("HTTP", "SQS")
+    assert TARGET_TYPES == ("HTTP", "SQS", "SNS", "EVENTBRIDGE", "LAMBDA")
 
 
 # --- priority and retry ------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""Delivering a run to its target (DESIGN §7): what each HTTP outcome means for the run, the
-headers every delivery carries, and that delivery answers instead of raising."""
+"""Delivering a run to its target (DESIGN §7): what each HTTP outcome and AWS error means for
+the run, what every delivery carries, and that delivery answers instead of raising."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -10,9 +12,11 @@ from typing import Any, cast
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
 from scheduler_core.aws import AwsClients
 from scheduler_core.model import (
+    EventBridgeTarget,
     HttpTarget,
     Job,
     JobStatus,
@@ -21,11 +25,22 @@ from scheduler_core.model import (
     Run,
     RunStatus,
     ScheduleSpec,
+    SnsTarget,
     SqsTarget,
+    Target,
     Trigger,
 )
 from scheduler_core.ports import Delivery
-from scheduler_core.targets import TargetDispatcher
+from scheduler_core.targets import (
+    FINAL_AWS_CODES,
+    RETRYABLE_AWS_CODES,
+    TargetDispatcher,
+    aws_error_retryable,
+    aws_failure,
+    fifo_id,
+    message_json,
+    run_event,
+)
 from tests.support.receiver import WebhookReceiver
 
 SCHEDULED_FOR = datetime(2030, 1, 1, 9, 30, 0, 250_000, tzinfo=UTC)
@@ -44,7 +59,7 @@ def http_job(url: str, **target: Any) -> Job:
     return make_job(HttpTarget.model_validate({"type": "HTTP", "url": url, **target}))
 
 
-def make_job(target: HttpTarget | SqsTarget, payload: Any = None) -> Job:
+def make_job(target: Target, payload: Any = None) -> Job:
     return Job(
         job_id="job-1",
         tenant="tenant-a",
@@ -240,3 +255,164 @@ def test_an_sqs_client_that_raises_is_a_final_failure() -> None:
     delivery = targets.deliver(job, RUN)
 
     assert delivery == Delivery(ok=False, error="RuntimeError: no SQS client today", retryable=False)
+
+
+# --- AWS targets: the one retry classification -----------------------------------------------
+
+
+def client_error(code: str, status: int | None = 400, operation: str = "Publish") -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": "the reason"}}
+    if status is not None:
+        response["ResponseMetadata"] = {"HTTPStatusCode": status}
+    return ClientError(response, operation)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        pytest.param("RequestThrottled", 400, id="SQS throttling"),
+        pytest.param("KmsThrottled", 400, id="SQS KMS throttling"),
+        pytest.param("Throttling", 400, id="SNS throttling"),
+        pytest.param("KMSThrottling", 400, id="SNS KMS throttling"),
+        pytest.param("ThrottlingException", 400, id="EventBridge throttling"),
+        pytest.param("ThrottlingException", None, id="EventBridge entry throttled"),
+        pytest.param("InternalFailure", None, id="EventBridge entry internal failure"),
+        pytest.param("TooManyRequestsException", 429, id="Lambda throttling"),
+        pytest.param("EC2ThrottledException", 502, id="Lambda EC2 throttling"),
+        pytest.param("ResourceNotReadyException", 502, id="Lambda function not ready"),
+        pytest.param("ResourceConflictException", 409, id="Lambda function being updated"),
+        pytest.param("ServiceUnavailable", 503, id="service unavailable"),
+        pytest.param("InternalError", 500, id="SNS internal error"),
+        pytest.param("ServiceException", 500, id="Lambda service exception"),
+        pytest.param("SomethingNew", 503, id="unknown code with a 5xx"),
+        pytest.param("SomethingNew", 429, id="unknown code with 429"),
+    ],
+)
+def test_throttling_and_service_faults_of_aws_targets_are_worth_retrying(
+    code: str, status: int | None
+) -> None:
+    assert aws_error_retryable(code, status)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        pytest.param("QueueDoesNotExist", 400, id="SQS queue missing (JSON protocol)"),
+        pytest.param("AWS.SimpleQueueService.NonExistentQueue", 400, id="SQS queue missing (query protocol)"),
+        pytest.param("NotFound", 404, id="SNS topic missing"),
+        pytest.param("ResourceNotFoundException", 400, id="event bus missing"),
+        pytest.param("ResourceNotFoundException", 404, id="Lambda function missing"),
+        pytest.param("AccessDenied", 403, id="SQS access denied"),
+        pytest.param("AuthorizationError", 403, id="SNS access denied"),
+        pytest.param("AccessDeniedException", 400, id="EventBridge access denied"),
+        pytest.param("AccessDeniedException", None, id="EventBridge entry access denied"),
+        pytest.param("NotAuthorizedForSourceException", None, id="EventBridge entry source not allowed"),
+        pytest.param("KMSAccessDeniedException", 502, id="Lambda KMS access denied, a 502"),
+        pytest.param("InvalidSubnetIDException", 502, id="Lambda VPC misconfigured, a 502"),
+        pytest.param("InvalidParameter", 400, id="SNS invalid parameter"),
+        pytest.param("MalformedDetail", None, id="EventBridge entry malformed"),
+        pytest.param("RequestTooLargeException", 413, id="Lambda event too large"),
+        pytest.param("SomethingNew", 400, id="unknown code with a 4xx"),
+        pytest.param("SomethingNew", None, id="unknown code without a status"),
+    ],
+)
+def test_a_missing_forbidden_or_refused_aws_target_fails_at_once(code: str, status: int | None) -> None:
+    assert not aws_error_retryable(code, status)
+
+
+def test_no_code_is_both_retryable_and_final() -> None:
+    assert not RETRYABLE_AWS_CODES & FINAL_AWS_CODES
+
+
+def test_an_aws_error_becomes_a_failed_delivery_naming_the_service_and_code() -> None:
+    throttled = aws_failure("SNS", client_error("Throttling"))
+    missing = aws_failure("Lambda", client_error("ResourceNotFoundException", 404, "Invoke"))
+
+    assert (throttled.ok, throttled.retryable) == (False, True)
+    assert (throttled.error or "").startswith("SNS Throttling: ")
+    assert (missing.ok, missing.retryable) == (False, False)
+    assert (missing.error or "").startswith("Lambda ResourceNotFoundException: ")
+
+
+def test_an_unreachable_aws_endpoint_is_worth_retrying_a_request_botocore_refuses_is_not() -> None:
+    unreachable = aws_failure("SQS", EndpointConnectionError(endpoint_url="https://sqs.example"))
+    refused = aws_failure("SNS", ParamValidationError(report="Invalid length for parameter MessageGroupId"))
+
+    assert (unreachable.retryable, refused.retryable) == (True, False)
+    assert "unreachable" in (unreachable.error or "")
+    assert "request refused" in (refused.error or "")
+
+
+# --- what AWS targets are sent ---------------------------------------------------------------
+
+METADATA = {
+    "job_id": "job-1",
+    "run_id": RUN.run_id,
+    "scheduled_for": "2030-01-01T09:30:00.250Z",
+    "attempt": 2,
+}
+BUS = EventBridgeTarget(type="EVENTBRIDGE", event_bus_name="default", source="com.example", detail_type="T")
+
+
+@pytest.mark.parametrize(
+    ("payload", "event"),
+    [
+        pytest.param(
+            {"report": "daily"}, {"report": "daily", "scheduler": METADATA}, id="object: its fields"
+        ),
+        pytest.param([1, 2], {"payload": [1, 2], "scheduler": METADATA}, id="list: under payload"),
+        pytest.param("hello", {"payload": "hello", "scheduler": METADATA}, id="string: under payload"),
+        pytest.param(0, {"payload": 0, "scheduler": METADATA}, id="zero: under payload"),
+        pytest.param(False, {"payload": False, "scheduler": METADATA}, id="false: under payload"),
+        pytest.param({}, {"scheduler": METADATA}, id="empty object"),
+    ],
+)
+def test_the_event_of_eventbridge_and_lambda_targets_is_always_an_object(payload: Any, event: Any) -> None:
+    assert run_event(make_job(BUS, payload=payload), RUN) == event
+
+
+def test_the_event_without_a_payload_holds_the_run_ids_only() -> None:
+    job = make_job(BUS).model_copy(update={"payload": None})
+
+    assert run_event(job, RUN) == {"scheduler": METADATA}
+
+
+def test_the_schedulers_ids_win_over_a_payload_key_validation_would_refuse() -> None:
+    job = make_job(BUS, payload={"scheduler": "forged", "x": 1})
+
+    assert run_event(job, RUN) == {"scheduler": METADATA, "x": 1}
+
+
+@pytest.mark.parametrize(
+    "value", ["job-1", "a1b2c3:1893490200250", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "x" * 128]
+)
+def test_an_id_sqs_and_sns_accept_is_used_as_it_is(value: str) -> None:
+    assert fifo_id(value) == value
+
+
+@pytest.mark.parametrize("value", ["x" * 129, "with space", "ünïcode", "tab\there", ""])
+def test_any_other_id_becomes_its_sha256(value: str) -> None:
+    assert fifo_id(value) == hashlib.sha256(value.encode()).hexdigest()
+    assert fifo_id(value) != fifo_id(value + "!")
+
+
+def test_messages_are_compact_json_keeping_non_ascii_text() -> None:
+    assert message_json({"text": "中文 é", "n": [1, 2]}) == '{"text":"中文 é","n":[1,2]}'
+
+
+def test_characters_sqs_refuses_in_a_message_stay_escaped() -> None:
+    text = message_json({"s": "a\ud800b\uffffc\x01"})
+
+    assert text == '{"s":"a\\ud800b\\uffffc\\u0001"}'
+    assert json.loads(text) == {"s": "a\ud800b\uffffc\x01"}
+
+
+def test_a_client_that_raises_for_any_aws_target_is_a_final_failure() -> None:
+    class BrokenClients:
+        def sns(self, region: str | None = None) -> Any:
+            raise RuntimeError("no SNS client today")
+
+    targets = TargetDispatcher(cast(AwsClients, BrokenClients()))
+    job = make_job(SnsTarget(type="SNS", topic_arn="arn:aws:sns:us-east-1:123456789012:t"))
+
+    assert targets.deliver(job, RUN) == Delivery(ok=False, error="RuntimeError: no SNS client today")

@@ -15,6 +15,9 @@ from botocore.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
 RETRY_CONFIG = Config(
@@ -32,12 +35,17 @@ class AwsClients:
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, region: str | None = None) -> Any:
+        """The process's client of `service`, in `region` (None: the session's own region).
+        SNS topics, Lambda functions and event buses answer only in their own region."""
+        key = f"{service}@{region or ''}"
         with self._lock:
-            if service not in self._clients:
+            if key not in self._clients:
                 session = self._session or boto3.session.Session()
-                self._clients[service] = session.client(service, config=self._config)  # type: ignore[call-overload]
-            return self._clients[service]
+                self._clients[key] = session.client(  # type: ignore[call-overload]
+                    service, region_name=region, config=self._config
+                )
+            return self._clients[key]
 
     def dynamodb(self) -> DynamoDBClient:
         client: DynamoDBClient = self.client("dynamodb")
@@ -45,4 +53,16 @@ class AwsClients:
 
     def sqs(self) -> SQSClient:
         client: SQSClient = self.client("sqs")
+        return client
+
+    def sns(self, region: str | None = None) -> SNSClient:
+        client: SNSClient = self.client("sns", region)
+        return client
+
+    def events(self, region: str | None = None) -> EventBridgeClient:
+        client: EventBridgeClient = self.client("events", region)
+        return client
+
+    def lambda_(self, region: str | None = None) -> LambdaClient:
+        client: LambdaClient = self.client("lambda", region)
         return client

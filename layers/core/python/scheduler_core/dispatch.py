@@ -16,7 +16,7 @@ from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger
 from scheduler_core.observability import logger
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
-from scheduler_core.schedule import NeverFires, latest_fire_at_or_before, next_fire_after
+from scheduler_core.schedule import NeverFires, jittered, latest_fire_at_or_before, next_fire_after
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
@@ -50,7 +50,9 @@ class PollReport:
     watermark_ms: int | None = None
 
 
-def scheduled_run(job: Job, fire_at: datetime) -> Run:
+def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None) -> Run:
+    """The run of the firing `fire_at`; its first attempt starts at `starts_at` when jitter
+    moved it (the run keeps its nominal time: its id and `scheduled_for`)."""
     fire_ms = to_ms(fire_at)
     return Run(
         run_id=keys.run_id(job.job_id, fire_ms),
@@ -60,6 +62,7 @@ def scheduled_run(job: Job, fire_at: datetime) -> Run:
         scheduled_for=fire_at,
         attempt=1,
         priority=job.priority,
+        next_attempt_at=starts_at if starts_at is not None and starts_at != fire_at else None,
     )
 
 
@@ -96,11 +99,12 @@ class Dispatcher:
             job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
         ):
             fire_at = self._newest_missed(job, now) or job.next_fire_at
-            # The run's timer: if it has not started by then, its message is sent again.
-            run = scheduled_run(job, fire_at).model_copy(
-                update={"due_at": self._lifecycle.sent_timer(fire_at, now)}
-            )
             following = following_firing(job, fire_at)
+            starts_at = jittered(job.schedule, job.job_id, fire_at, following)
+            # The run's timer: if it has not started by then, its message is sent again (or,
+            # jittered beyond what SQS can delay, first sent then).
+            due_at, _ = self._lifecycle.send_plan(starts_at, now)
+            run = scheduled_run(job, fire_at, starts_at).model_copy(update={"due_at": due_at})
             try:
                 claimed = self._claim_retrying_contention(job, run, following, now)
             except StoreContention:
@@ -144,6 +148,9 @@ class Dispatcher:
         return result
 
     def _enqueue(self, runs: list[Run]) -> list[Run]:
+        # A run whose timer comes before its start waits in the due index (jittered further
+        # away than SQS can delay a message): the poller sends it when it comes within reach.
+        runs = [run for run in runs if run.due_at is None or run.due_at >= run.starts_at]
         if not runs:
             return []
         unsent = self._queue.send_runs(runs)

@@ -47,3 +47,10 @@ class Unprocessable(SchedulerError):
 
     def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
         super().__init__(message, details or [], "UNPROCESSABLE", 422)
+
+
+class PreconditionFailed(SchedulerError):
+    """An `If-Match` that names another version than the resource's (412)."""
+
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message, details or [], "PRECONDITION_FAILED", 412)

@@ -5,7 +5,8 @@ A message is a pointer; the run item decides. A duplicate or stale message finds
 already started (or finished, or at another attempt) and is dropped. Every write after the
 start is fenced by the attempt and this worker's lease owner token: a worker that lost its
 lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
-fail the run. A message for a job cancelled or paused before the call cancels its run.
+fail the run. A message for a job cancelled or paused before the call cancels its run
+(a manual run excepted: a paused job still runs what was triggered by hand).
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.lifecycle import RunLifecycle, is_last
-from scheduler_core.model import Job, JobStatus, Run, RunMessage, RunStatus
+from scheduler_core.model import Job, JobStatus, Run, RunMessage, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import Delivery, JobStore, MessageLease, TargetInvoker
 
 _STOPPED = (JobStatus.CANCELLED, JobStatus.PAUSED)
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
+
+
+def _goes_on_while_paused(job: Job, run: Run) -> bool:
+    """A paused job stops its scheduled runs, not a manual one: that was asked for by name."""
+    return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
 
 
 class Outcome(StrEnum):
@@ -74,7 +80,7 @@ class RunExecutor:
         if job is None:
             logger.warning("message for a job that does not exist", extra=context)
             return Outcome.JOB_GONE
-        if job.status in _STOPPED:
+        if job.status in _STOPPED and not self._manual_while_paused(job, message):
             self._store.cancel_run_if_not_started(message, self._clock.now())
             logger.info(f"run cancelled: its job is {job.status}", extra=context)
             return Outcome.CANCELLED
@@ -95,7 +101,7 @@ class RunExecutor:
         self._clock.sleep_until(due)
         # A cancel or pause may have landed while we waited: one read before the call.
         current = self._store.get_job(message.job_id)
-        if current is None or current.status in _STOPPED:
+        if current is None or (current.status in _STOPPED and not _goes_on_while_paused(current, run)):
             self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
             logger.info(
                 RUN_FINISHED, extra=context | {"status": "CANCELLED", "error": "its job was cancelled"}
@@ -103,13 +109,22 @@ class RunExecutor:
             return Outcome.CANCELLED
 
         called_at = self._clock.now()
-        # Lateness is the run's: how late its first call was, not its retries'.
-        lateness_ms = max(0, to_ms(called_at) - message.scheduled_for_ms) if run.attempt == 1 else None
+        # Lateness is the run's: how late its first call was, not its retries', measured from
+        # when the first attempt was due (the scheduled time, or later by the job's jitter).
+        lateness_ms = max(0, to_ms(called_at) - message.due_ms) if run.attempt == 1 else None
         if lateness_ms is not None:
             metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
         with self._heartbeat(run, owner, lease):
             delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         return self._record(current, run, owner, delivery, lateness_ms, context)
+
+    def _manual_while_paused(self, job: Job, message: RunMessage) -> bool:
+        """Whether the message is a manual run's and its job is paused (one more read, only
+        for a paused job): a manual run goes on while its job is paused."""
+        if job.status is not JobStatus.PAUSED:
+            return False
+        run = self._store.get_run(message.job_id, message.scheduled_for_ms)
+        return run is not None and _goes_on_while_paused(job, run)
 
     def _record(
         self,
@@ -130,7 +145,7 @@ class RunExecutor:
                 None,
                 delivery.status_code,
                 lateness_ms,
-                complete_job=is_last(job),
+                complete_job=is_last(job, run),
             ):
                 logger.warning("run taken over by another attempt; result discarded", extra=context)
                 return Outcome.LEASE_LOST

@@ -1,4 +1,5 @@
-"""The API's use cases: create, read, list and cancel jobs; read their runs.
+"""The API's use cases: create, read, list, change (see `job_control`) and cancel jobs;
+read their runs.
 
 Tenancy is enforced here: another tenant's job is indistinguishable from a missing one
 (404), in every call.
@@ -7,16 +8,17 @@ Tenancy is enforced here: another tenant's job is indistinguishable from a missi
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.errors import Conflict, InvalidRequest, NotFound, Unprocessable, field_error
+from scheduler_core.job_control import JobControl
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.model import Job, JobCreate, JobStatus, Run, RunStatus, SqsTarget
+from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec, SqsTarget
 from scheduler_core.ports import JobStore, Page
-from scheduler_core.schedule import NeverFires, first_fire_at
+from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
 
 # A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
 AT_PAST_TOLERANCE = timedelta(seconds=60)
@@ -24,6 +26,25 @@ AT_PAST_TOLERANCE = timedelta(seconds=60)
 
 def queue_name(queue_url: str) -> str:
     return queue_url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
+    """The first firing of a schedule that starts counting at `anchor`, seen at `now`; a 422
+    naming the field when it has none (an `at` in the past, a cron that matches no date, a
+    window that ends before the first firing)."""
+    if schedule.at is not None and schedule.at < now - AT_PAST_TOLERANCE:
+        raise Unprocessable(
+            "schedule.at is in the past; give a future time (up to 60 s of skew is tolerated)",
+            [field_error("schedule.at", "is in the past")],
+        )
+    try:
+        return first_fire_at(schedule, anchor, now)
+    except NoFiringInWindow as exc:
+        past = schedule.end_at is not None and schedule.end_at < now
+        reason = "is in the past" if past else "comes before the first firing"
+        raise Unprocessable(str(exc), [field_error("schedule.end_at", reason)]) from exc
+    except NeverFires as exc:
+        raise Unprocessable(str(exc), [field_error("schedule.cron", "matches no date")]) from exc
 
 
 class JobService:
@@ -41,24 +62,21 @@ class JobService:
         self._lifecycle = lifecycle
         # The scheduler's own queues are never targets: a job could forge run messages.
         self._own_queues = {queue_name(url) for url in own_queue_urls or set()}
+        self._control = JobControl(store, dispatcher, clock, lifecycle, self._check_request, first_firing)
 
-    def create(self, tenant: str, request: JobCreate) -> Job:
-        now = self._clock.now()
+    def _check_request(self, request: JobCreate) -> None:
+        """What a job's fields cannot say alone, for a create and for a patch alike."""
         if isinstance(request.target, SqsTarget) and queue_name(request.target.queue_url) in self._own_queues:
             raise InvalidRequest(
                 "target.queue_url is one of the scheduler's own queues; target a queue of yours",
                 [field_error("target.queue_url", "is one of the scheduler's own queues")],
             )
+
+    def create(self, tenant: str, request: JobCreate) -> Job:
+        now = self._clock.now()
+        self._check_request(request)
         schedule = request.schedule
-        if schedule.at is not None and schedule.at < now - AT_PAST_TOLERANCE:
-            raise Unprocessable(
-                "schedule.at is in the past; give a future time (up to 60 s of skew is tolerated)",
-                [field_error("schedule.at", "is in the past")],
-            )
-        try:
-            first = first_fire_at(schedule, now, now)
-        except NeverFires as exc:
-            raise Unprocessable(str(exc), [field_error("schedule.cron", "matches no date")]) from exc
+        first = first_firing(schedule, now, now)
         job = Job(
             job_id=uuid.uuid4().hex,
             tenant=tenant,
@@ -83,11 +101,19 @@ class JobService:
             raise NotFound(f"job '{job_id}' not found")
         return job
 
-    def list(self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None) -> Page:
-        return self._store.list_jobs(tenant, limit, cursor, status)
+    def list(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        status: JobStatus | None,
+        name_prefix: str | None = None,
+    ) -> Page:
+        return self._store.list_jobs(tenant, limit, cursor, status, name_prefix)
 
     def cancel(self, tenant: str, job_id: str) -> Job:
-        """Cancel a job: it fires no more, and runs not yet started are dropped by the worker.
+        """Cancel a job: it fires no more, and its runs not yet started are cancelled at once
+        (a run the sweep does not reach is dropped by the worker when its message comes).
         Cancelling a cancelled job is a no-op; a completed job cannot be cancelled (409)."""
         job = self.get(tenant, job_id)
         if job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED):
@@ -95,11 +121,27 @@ class JobService:
             job = self.get(tenant, job_id)
         if job.status is JobStatus.COMPLETED:
             raise Conflict(f"job '{job_id}' already completed; there is nothing left to cancel")
+        # Also when it was cancelled already: a cancel that failed after the job's write sweeps.
+        self._control.cancel_waiting_runs(job_id)
         return job
 
-    def list_runs(self, tenant: str, job_id: str, limit: int, cursor: str | None) -> Page:
+    def pause(self, tenant: str, job_id: str) -> Job:
+        return self._control.pause(self.get(tenant, job_id))
+
+    def resume(self, tenant: str, job_id: str) -> Job:
+        return self._control.resume(self.get(tenant, job_id))
+
+    def trigger(self, tenant: str, job_id: str) -> Run:
+        return self._control.trigger(self.get(tenant, job_id))
+
+    def update(self, tenant: str, job_id: str, patch: JobPatch, if_match: int | None = None) -> Job:
+        return self._control.update(self.get(tenant, job_id), patch, if_match)
+
+    def list_runs(
+        self, tenant: str, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None
+    ) -> Page:
         self.get(tenant, job_id)
-        return self._store.list_runs(job_id, limit, cursor)
+        return self._store.list_runs(job_id, limit, cursor, status)
 
     def get_run(self, tenant: str, job_id: str, run_id: str) -> Run:
         self.get(tenant, job_id)

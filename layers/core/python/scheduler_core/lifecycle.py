@@ -7,8 +7,8 @@ look at it again, so nothing waits on a message that may never come:
 - a run whose message was sent: its time + `resend_after` (the message was lost if the run
   has not started by then; the poller sends it again, same attempt);
 - a running attempt: its lease expiry (the worker died or hung; the poller retries or fails it);
-- a retry further away than SQS can delay a message (900 s): its time − `lookahead`, when
-  the poller sends it, like a job's firing.
+- a retry (or a first attempt moved by jitter) further away than SQS can delay a message
+  (900 s): its time − `lookahead`, when the poller sends it, like a job's firing.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler_core.clock import Clock
-from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus, iso_or_none
+from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore, RunQueue, RunRef
 from scheduler_core.queues import MAX_DELAY_SECONDS, run_message
 from scheduler_core.retry import attempts_left, backoff
+from scheduler_core.schedule import NeverFires, next_fire_after
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,10 @@ class RunLifecycle:
         """When to look again at a run whose message is (about to be) on its queue."""
         return max(starts_at, now) + self._timers.resend_after
 
-    def _retry_plan(self, next_attempt_at: datetime, now: datetime) -> tuple[datetime, bool]:
-        """(the run's timer, whether to send its message now) for a retry at `next_attempt_at`."""
+    def send_plan(self, next_attempt_at: datetime, now: datetime) -> tuple[datetime, bool]:
+        """(the run's timer, whether to send its message now) for an attempt at
+        `next_attempt_at`: a retry, or a first attempt that jitter put further away than SQS
+        can delay a message, waits in the due index until the poller can send it."""
         if next_attempt_at - now <= timedelta(seconds=MAX_DELAY_SECONDS):
             return self.sent_timer(next_attempt_at, now), True
         return next_attempt_at - self._timers.lookahead, False
@@ -72,7 +75,7 @@ class RunLifecycle:
         now = self._clock.now()
         if retryable and attempts_left(job.retry, run.attempt, run.first_attempt):
             next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
-            due_at, send_now = self._retry_plan(next_attempt_at, now)
+            due_at, send_now = self.send_plan(next_attempt_at, now)
             retried = self._store.retry_run_if_held(
                 run, owner, error, response_code, next_attempt_at, due_at, lateness_ms
             )
@@ -88,7 +91,14 @@ class RunLifecycle:
             return RunStatus.RETRYING
         self._dead_letter(run, run.attempt, error, response_code, now)
         if not self._store.finish_run_if_held(
-            run, owner, RunStatus.FAILED, now, error, response_code, lateness_ms, complete_job=is_last(job)
+            run,
+            owner,
+            RunStatus.FAILED,
+            now,
+            error,
+            response_code,
+            lateness_ms,
+            complete_job=is_last(job, run),
         ):
             return None
         self._failed(run, run.attempt, error)
@@ -160,6 +170,11 @@ class RunLifecycle:
         metrics.add_metric(name="RunsResent", unit="Count", value=1)
         return "resent"
 
+    def send_new(self, run: Run) -> None:
+        """Send a run just created outside a claim (a manual run, a resume's catch-up run).
+        If the send fails, its timer in the due index has the poller send it."""
+        self._queue_or_log(run)
+
     def _queue_or_log(self, run: Run) -> None:
         if self._queue.send_runs([run]):
             logger.warning("run not enqueued; the poller will try again", extra=_context(run))
@@ -174,7 +189,7 @@ class RunLifecycle:
             return "cancelled"
         if attempts_left(job.retry, run.attempt, run.first_attempt):
             next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
-            due_at, send_now = self._retry_plan(next_attempt_at, now)
+            due_at, send_now = self.send_plan(next_attempt_at, now)
             retried = self._store.take_over_expired_lease(
                 run, now, RunStatus.RETRYING, error, next_attempt_at, due_at
             )
@@ -188,7 +203,9 @@ class RunLifecycle:
             return "retried"
         self._dead_letter(run, run.attempt, error, None, now)
         if (
-            self._store.take_over_expired_lease(run, now, RunStatus.FAILED, error, complete_job=is_last(job))
+            self._store.take_over_expired_lease(
+                run, now, RunStatus.FAILED, error, complete_job=is_last(job, run)
+            )
             is None
         ):
             return "lost_race"
@@ -197,9 +214,21 @@ class RunLifecycle:
         return "failed"
 
 
-def is_last(job: Job) -> bool:
-    """Whether the run being finished is the job's last: a one-off, or a schedule that ended."""
-    return job.next_fire_at is None
+def is_last(job: Job, run: Run | None = None) -> bool:
+    """Whether the run being finished is the job's last: a one-off, or a schedule that ended.
+    A manual run never is: the job's own firings decide when it completes. Nor is an earlier
+    firing that ends after the last one was claimed (a retry, a jittered run): the job
+    completes with the run of its last firing."""
+    if job.next_fire_at is not None or (run is not None and run.trigger is Trigger.MANUAL):
+        return False
+    return run is None or _no_firing_after(job, run)
+
+
+def _no_firing_after(job: Job, run: Run) -> bool:
+    try:
+        return next_fire_after(job.schedule, job.created_at, run.scheduled_for) is None
+    except NeverFires:
+        return True
 
 
 def iso(when: datetime) -> str:

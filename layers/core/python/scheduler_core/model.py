@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -62,27 +63,66 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _as_utc(value: datetime) -> datetime:
-    # Times without an offset are UTC (time zones arrive with schedule.timezone later).
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+# A firing is spread over at most a day (and never over more than the schedule's interval).
+MAX_JITTER_SECONDS = 86_400
+
+
+def _as_utc(value: datetime, timezone: str = "UTC") -> datetime:
+    """An aware time, in UTC. A time without an offset is a wall time of `timezone`; one
+    that DST skips or repeats is read as `schedule.localize` says."""
+    if value.tzinfo is not None:
+        return value.astimezone(UTC)
+    try:
+        zone = schedule_math.zone(timezone)
+    except ValueError:
+        zone = UTC  # the unknown time zone is refused by its own validator
+    return schedule_math.localize(value, zone)
 
 
 class ScheduleSpec(_Strict):
-    """Exactly one of `at` (one-off), `cron` (5 fields, UTC) or `rate` ("5 minutes")."""
+    """Exactly one of `at` (one-off), `cron` (5 fields) or `rate` ("5 minutes"); with an
+    optional `timezone`, window (`start_at`, `end_at`) and `jitter_seconds`."""
 
     at: datetime | None = Field(
-        None, description="ISO-8601 time of a one-off job; UTC when it has no offset."
+        None, description="ISO-8601 time of a one-off job; in `timezone` when it has no offset."
     )
     cron: str | None = Field(
-        None, description="5-field cron expression, evaluated in UTC.", examples=["*/5 * * * *"]
+        None,
+        description="5-field cron expression, evaluated in `timezone` (UTC by default).",
+        examples=["*/5 * * * *"],
     )
     rate: str | None = Field(
         None, description="Fixed interval: '<n> minute(s)|hour(s)|day(s)'.", examples=["5 minutes"]
     )
+    timezone: str = Field(
+        "UTC",
+        max_length=64,
+        description="IANA time zone of `cron`, and of `at`, `start_at` and `end_at` written without "
+        "an offset. A `rate` counts elapsed time, so for a rate it only places `start_at`/`end_at`.",
+        examples=["Europe/Berlin"],
+    )
+    start_at: datetime | None = Field(
+        None,
+        description="cron and rate only: no firing before this ISO-8601 time (in `timezone` when it "
+        "has no offset). A rate fires at `start_at` and every interval after it.",
+    )
+    end_at: datetime | None = Field(
+        None,
+        description="cron and rate only: no firing after this ISO-8601 time (in `timezone` when it has "
+        "no offset); the job completes after its last run.",
+    )
+    jitter_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="Start each firing up to this many seconds late, by a fixed amount per firing "
+        "(a hash of the job and its time), never reaching the next firing. At most the time between "
+        "two firings.",
+    )
 
-    @field_validator("at", mode="before")
+    @field_validator("at", "start_at", "end_at", mode="before")
     @classmethod
-    def _at_is_text(cls, value: object) -> object:
+    def _time_is_text(cls, value: object) -> object:
         if value is not None and not isinstance(value, str | datetime):
             raise ValueError("must be an ISO-8601 date-time string, e.g. 2026-12-01T09:00:00Z")
         return value
@@ -90,7 +130,8 @@ class ScheduleSpec(_Strict):
     @field_validator("at")
     @classmethod
     def _at_is_utc(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else _as_utc(value)
+        # Without an offset it waits for `timezone` (validated later): see `_at_in_timezone`.
+        return value if value is None or value.tzinfo is None else _as_utc(value)
 
     @field_validator("cron")
     @classmethod
@@ -106,12 +147,58 @@ class ScheduleSpec(_Strict):
             schedule_math.parse_rate(value)
         return value
 
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_is_known(cls, value: str) -> str:
+        schedule_math.zone(value)
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _window_in_timezone(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None:
+            return None
+        if info.data.get("at") is not None:
+            raise ValueError("applies to cron and rate schedules only; an 'at' fires once, at its time")
+        value = _as_utc(value, info.data.get("timezone", "UTC"))
+        start = info.data.get("start_at")
+        if info.field_name == "end_at" and start is not None and value < start:
+            raise ValueError("must not be before start_at")
+        return value
+
+    @field_validator("jitter_seconds")
+    @classmethod
+    def _jitter_within_interval(cls, value: int, info: ValidationInfo) -> int:
+        """Jitter longer than the time between two firings would push each one to the next."""
+        if value == 0:
+            return value
+        interval = None
+        if info.data.get("rate") is not None:
+            interval = schedule_math.parse_rate(info.data["rate"])
+        elif info.data.get("cron") is not None:
+            try:
+                interval = schedule_math.smallest_cron_gap(info.data["cron"])
+            except schedule_math.NeverFires:
+                return value  # refused (422) when the job's first firing is computed
+        if interval is not None and value > interval.total_seconds():
+            raise ValueError(
+                f"must be at most the time between two firings ({int(interval.total_seconds())} s), "
+                "so a firing is never pushed to the next one"
+            )
+        return value
+
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> ScheduleSpec:
         kinds = [name for name in ("at", "cron", "rate") if getattr(self, name) is not None]
         if len(kinds) != 1:
             found = " and ".join(kinds) if kinds else "none"
             raise ValueError(f"give exactly one of 'at', 'cron' or 'rate' (found {found})")
+        return self
+
+    @model_validator(mode="after")
+    def _at_in_timezone(self) -> ScheduleSpec:
+        if self.at is not None and self.at.tzinfo is None:
+            self.at = _as_utc(self.at, self.timezone)
         return self
 
     @property
@@ -233,26 +320,169 @@ class HttpTarget(_Strict):
         return _http_url(value)
 
 
+_FIFO_IDS = "FIFO (name ending in .fifo): MessageGroupId = the job id, MessageDeduplicationId = the run id."
+
+
 class SqsTarget(_Strict):
     type: Literal["SQS"]
     queue_url: str = Field(
         max_length=MAX_URL_LENGTH,
-        description="URL of the standard SQS queue that receives the payload (FIFO queues are not "
-        "supported yet).",
+        description=f"URL of the SQS queue that receives the payload as the message body. {_FIFO_IDS}",
     )
 
     @field_validator("queue_url")
     @classmethod
-    def _url_is_standard_queue(cls, value: str) -> str:
-        _http_url(value)
-        if urlsplit(value).path.rstrip("/").lower().endswith(".fifo"):
-            # A FIFO queue refuses messages without a MessageGroupId, which jobs cannot set yet.
-            raise ValueError("FIFO queues are not supported yet as targets (they need a MessageGroupId)")
+    def _url_is_http(cls, value: str) -> str:
+        return _http_url(value)
+
+    @property
+    def fifo(self) -> bool:
+        return urlsplit(self.queue_url).path.rstrip("/").endswith(".fifo")
+
+
+# ARNs (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html): partitions such
+# as aws, aws-cn, aws-us-gov; regions such as eu-west-1, us-gov-east-1, eusc-de-east-1;
+# 12-digit accounts.
+_PARTITION = re.compile(r"aws(?:-[a-z]+)*")
+_REGION = re.compile(r"[a-z]{2,4}(?:-[a-z]+)+-\d{1,2}")
+_ACCOUNT = re.compile(r"\d{12}")
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,256}|[A-Za-z0-9_-]{1,251}\.fifo")
+_FUNCTION = re.compile(r"function:[A-Za-z0-9_-]{1,64}(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?")
+_EVENT_BUS_NAME = re.compile(r"[/.\-_A-Za-z0-9]{1,256}")
+
+
+def _arn(value: str, service: str, example: str) -> tuple[str, str]:
+    """Check `arn:<partition>:<service>:<region>:<account>:<resource>` part by part, so a
+    refusal says which part is wrong; returns (region, resource)."""
+    parts = value.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        raise ValueError(f"must be an ARN such as {example}")
+    _, partition, named, region, account, resource = parts
+    if not _PARTITION.fullmatch(partition):
+        raise ValueError(f"partition {partition!r} is not an AWS partition (aws, aws-cn, aws-us-gov, ...)")
+    if named != service:
+        raise ValueError(f"must be an ARN of {service}, not of {named!r}, such as {example}")
+    if not _REGION.fullmatch(region):
+        raise ValueError(f"region {region!r} is not an AWS region such as eu-west-1")
+    if not _ACCOUNT.fullmatch(account):
+        raise ValueError(f"account {account!r} is not a 12-digit AWS account id")
+    return region, resource
+
+
+def _arn_region(arn: str) -> str:
+    return arn.split(":", 5)[3]
+
+
+class SnsTarget(_Strict):
+    type: Literal["SNS"]
+    topic_arn: str = Field(
+        description=f"ARN of the SNS topic that receives the payload as the message. {_FIFO_IDS}",
+        examples=["arn:aws:sns:eu-west-1:123456789012:reports"],
+    )
+
+    @field_validator("topic_arn")
+    @classmethod
+    def _is_a_topic_arn(cls, value: str) -> str:
+        _, name = _arn(value, "sns", "arn:aws:sns:eu-west-1:123456789012:my-topic")
+        if not _TOPIC_NAME.fullmatch(name):
+            raise ValueError(
+                f"topic name {name!r} must be 1-256 letters, digits, '-' or '_' "
+                "(a FIFO topic's ends in .fifo, within the 256)"
+            )
         return value
 
+    @property
+    def fifo(self) -> bool:
+        return self.topic_arn.endswith(".fifo")
 
-Target = Annotated[HttpTarget | SqsTarget, Field(discriminator="type")]
-# The `type` tags of the target models, e.g. ("HTTP", "SQS").
+    @property
+    def region(self) -> str:
+        return _arn_region(self.topic_arn)
+
+
+class EventBridgeTarget(_Strict):
+    type: Literal["EVENTBRIDGE"]
+    event_bus_name: str = Field(
+        description="Name (this account and region, e.g. 'default') or ARN of the event bus.",
+        examples=["default", "arn:aws:events:eu-west-1:123456789012:event-bus/orders"],
+    )
+    source: str = Field(
+        min_length=1,
+        max_length=256,
+        description="The events' `source`; names starting with 'aws.' belong to AWS services.",
+        examples=["com.example.billing"],
+    )
+    detail_type: str = Field(
+        min_length=1, max_length=128, description="The events' `detail-type`.", examples=["InvoiceDue"]
+    )
+
+    @field_validator("event_bus_name")
+    @classmethod
+    def _is_a_bus_name_or_arn(cls, value: str) -> str:
+        name = value
+        if value.startswith("arn:"):
+            _, resource = _arn(value, "events", "arn:aws:events:eu-west-1:123456789012:event-bus/my-bus")
+            if not resource.startswith("event-bus/"):
+                raise ValueError(f"resource {resource!r} is not an event bus (event-bus/<name>)")
+            name = resource.removeprefix("event-bus/")
+        if not _EVENT_BUS_NAME.fullmatch(name):
+            raise ValueError(
+                f"event bus name {name!r} must be 1-256 letters, digits or the characters / . - _"
+            )
+        return value
+
+    @field_validator("source", "detail_type")
+    @classmethod
+    def _no_control_characters(cls, value: str) -> str:
+        if any(_is_control(char) for char in value):
+            raise ValueError("must not contain control characters")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _not_an_aws_source(cls, value: str) -> str:
+        if value.lower().startswith("aws."):
+            raise ValueError("sources starting with 'aws.' are reserved for AWS services")
+        return value
+
+    @property
+    def region(self) -> str | None:
+        """The region of a bus given by ARN; None for a name (the scheduler's own region)."""
+        return _arn_region(self.event_bus_name) if self.event_bus_name.startswith("arn:") else None
+
+
+class LambdaTarget(_Strict):
+    type: Literal["LAMBDA"]
+    function_arn: str = Field(
+        description="ARN of the Lambda function (optionally with a version or alias), invoked "
+        "asynchronously (InvocationType Event).",
+        examples=["arn:aws:lambda:eu-west-1:123456789012:function:send-report"],
+    )
+
+    @field_validator("function_arn")
+    @classmethod
+    def _is_a_function_arn(cls, value: str) -> str:
+        _, resource = _arn(value, "lambda", "arn:aws:lambda:eu-west-1:123456789012:function:my-function")
+        if not _FUNCTION.fullmatch(resource):
+            raise ValueError(
+                f"resource {resource!r} must be function:<name>[:<version or alias>], the name "
+                "1-64 letters, digits, '-' or '_'"
+            )
+        return value
+
+    @property
+    def region(self) -> str:
+        return _arn_region(self.function_arn)
+
+
+# Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
+RUN_METADATA_KEY = "scheduler"
+
+
+Target = Annotated[
+    HttpTarget | SqsTarget | SnsTarget | EventBridgeTarget | LambdaTarget, Field(discriminator="type")
+]
+# The `type` tags of the target models, e.g. ("HTTP", "SQS", ...).
 TARGET_TYPES: tuple[str, ...] = tuple(
     tag
     for member in get_args(get_args(Target)[0])
@@ -293,6 +523,40 @@ class JobCreate(_Strict):
     priority: Priority = Priority.NORMAL
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
+    @field_validator("payload")
+    @classmethod
+    def _payload_leaves_the_run_key_free(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        # `target` is validated before `payload`, so it is here when it was valid.
+        target = info.data.get("target")
+        envelope = isinstance(target, EventBridgeTarget | LambdaTarget)
+        if envelope and isinstance(value, dict) and RUN_METADATA_KEY in value:
+            raise ValueError(f"key {RUN_METADATA_KEY!r} is where the target gets the run's ids; rename it")
+        return value
+
+
+class JobPatch(_Strict):
+    """Body of `PATCH /v1/jobs/{job_id}`: any of the fields of `JobCreate`. Each one given
+    replaces the job's value as a whole (`schedule`, `target` and `retry` too, they are not
+    merged); the job as patched is then validated as a `JobCreate`, so the same rules hold."""
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    schedule: ScheduleSpec | None = None
+    target: Target | None = None
+    payload: Payload = None
+    priority: Priority | None = None
+    retry: RetryPolicy | None = None
+
+    @field_validator("name", "schedule", "target", "priority", "retry")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep the job's value")
+        return value
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the request gave, by name (a `payload` of null included)."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
 
 class Job(BaseModel):
     """A job as stored and as returned (the API omits `tenant`)."""
@@ -310,14 +574,19 @@ class Job(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int = 1
+    # When a PAUSED job was paused. Its `next_fire_at` is kept (out of the due index): the
+    # first firing not yet claimed, where a resume carries on from; the API shows none.
+    paused_at: datetime | None = None
 
     def to_api(self) -> dict[str, Any]:
         body = self.model_dump(mode="json", exclude={"tenant"})
-        body["next_fire_at"] = iso_or_none(self.next_fire_at)
+        paused = self.status is JobStatus.PAUSED
+        body["next_fire_at"] = None if paused else iso_or_none(self.next_fire_at)
+        body["paused_at"] = iso_or_none(self.paused_at) if paused else None
         body["created_at"] = iso_or_none(self.created_at)
         body["updated_at"] = iso_or_none(self.updated_at)
-        if self.schedule.at is not None:
-            body["schedule"]["at"] = iso_or_none(self.schedule.at)
+        for name in ("at", "start_at", "end_at"):
+            body["schedule"][name] = iso_or_none(getattr(self.schedule, name))
         return body
 
 
@@ -333,7 +602,8 @@ class Run(BaseModel):
     # Where the current round of attempts began: 1, or the attempt a manual re-drive started.
     first_attempt: int = 1
     priority: Priority
-    # When the current attempt may start: the scheduled time, or later for a retry.
+    # When the current attempt may start: the scheduled time, or later for a retry or a
+    # jittered first attempt (`schedule.jitter_seconds`).
     next_attempt_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -351,7 +621,7 @@ class Run(BaseModel):
 
     @property
     def starts_at(self) -> datetime:
-        """When the current attempt is due: its retry time, or the scheduled time."""
+        """When the current attempt is due: its retry (or jittered) time, or the scheduled time."""
         return self.next_attempt_at or self.scheduled_for
 
     def to_api(self) -> dict[str, Any]:
@@ -368,7 +638,8 @@ class RunMessage(_Strict):
     run_id: str = Field(min_length=1)
     scheduled_for_ms: int = Field(ge=0)
     attempt: int = Field(ge=1)
-    # A retry's own time (epoch ms), later than the scheduled time; absent for attempt 1.
+    # A retry's own time (epoch ms), or a jittered first attempt's, later than the scheduled
+    # time; absent for an attempt due at the scheduled time.
     not_before_ms: int | None = Field(None, ge=0)
 
     @property

@@ -3,6 +3,7 @@ them with boto3; tests may pass anything that fits."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -50,7 +51,18 @@ class JobStore(Protocol):
 
     def get_job(self, job_id: str) -> Job | None: ...
 
-    def list_jobs(self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None) -> Page: ...
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        status: JobStatus | None,
+        name_prefix: str | None = None,
+    ) -> Page: ...
+
+    def update_job_if_unchanged(
+        self, before: Job, after: Job, now: datetime, run: Run | None = None
+    ) -> bool: ...
 
     def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems: ...
 
@@ -62,7 +74,20 @@ class JobStore(Protocol):
 
     def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None: ...
 
-    def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page: ...
+    def list_runs(
+        self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None
+    ) -> Page: ...
+
+    def recent_runs(
+        self,
+        job_id: str,
+        limit: int,
+        *,
+        after: datetime | None = None,
+        statuses: Collection[RunStatus] | None = None,
+    ) -> list[Run]: ...
+
+    def put_run_if_absent(self, run: Run, now: datetime) -> bool: ...
 
     def start_run_if_waiting(
         self, run: RunRef, now: datetime, lease_until: datetime, owner: str

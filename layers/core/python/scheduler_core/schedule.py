@@ -1,14 +1,34 @@
-"""Schedule math: when a job fires next. Pure: croniter and datetimes, no AWS.
+"""Schedule math: when a job fires next. Pure: croniter, zoneinfo and datetimes, no AWS.
 
-All times are aware UTC datetimes. `next_fire_after(..., after)` is strictly after
+All instants are aware UTC datetimes. `next_fire_after(..., after)` is strictly after
 `after`, so claiming a firing and asking for the next one never yields the same instant.
+
+Time zones (`schedule.timezone`, an IANA name). A cron is matched against the wall clock
+of its zone, and so is an `at`, `start_at` or `end_at` written without an offset. Wall
+times that daylight saving time skips or repeats follow two rules:
+- a wall time skipped by spring-forward fires once, at the first valid instant after it
+  (02:30 on the night Europe/Berlin jumps from 02:00 to 03:00 fires at 03:00 local);
+- a wall time repeated by fall-back fires once, at its first occurrence.
+Except for a cron whose hour field is `*` (every hour, every n minutes): it describes a
+frequency, not a time of day, so it keeps to real time instead. It fires in both passes
+of a repeated hour (`0 * * * *` stays hourly: 02:00 summer time, 02:00 winter time,
+03:00), and the firings of a skipped hour do not happen (moving them to the jump would
+bunch them up with the next hour's).
+
+croniter's own time zone support does not follow these rules (it fires a daily 02:30
+twice on the fall-back night), so croniter only walks naive wall times here and the
+mapping to instants is done below.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterBadDateError, croniter
 
@@ -21,10 +41,89 @@ MAX_RATE = timedelta(days=366)
 # croniter's own extensions that are not cron: R (random) re-rolls on every evaluation, so
 # a daily job would fire at a different time each time it is computed; H (hash) likewise.
 _NON_STANDARD = re.compile(r"\b[RH]\b")
+# Names in the time zone database that are not places: the host's own zone, a placeholder.
+_NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
+# Cron candidates examined for one answer before giving up (a DST night needs about 120).
+_MAX_STEPS = 5_000
+_MS = timedelta(milliseconds=1)
+# Where the gaps between a cron's firings are measured from (see `smallest_cron_gap`): a
+# fixed wall time, so a stored job validates the same way whenever it is read.
+_GAP_REFERENCE = datetime(2000, 1, 1)
+_GAP_FIRINGS = 16
 
 
 class NeverFires(ValueError):
     """The schedule is well formed but has no firing left (e.g. `0 0 30 2 *`)."""
+
+
+class NoFiringInWindow(NeverFires):
+    """The schedule fires, but not between now (or `start_at`) and `end_at`."""
+
+
+# --- time zones -------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones()) - _NOT_ZONES
+
+
+@lru_cache(maxsize=512)
+def zone(name: str) -> tzinfo:
+    """The time zone called `name` (IANA, e.g. "Europe/Berlin"); ValueError if unknown."""
+    if name == "UTC":
+        return UTC  # the default needs no time zone database
+    if name not in _zone_names():
+        raise ValueError(f"unknown time zone {name!r}; give an IANA name such as 'Europe/Berlin'")
+    return ZoneInfo(name)
+
+
+def _resolve(wall: datetime, tz: tzinfo) -> tuple[datetime, datetime | None, bool]:
+    """The instants of a naive wall time in `tz`: (first, second, skipped).
+
+    `second` is the fall-back repeat of a repeated wall time (else None); `skipped` says the
+    wall time does not exist, and then `first` is the first valid instant after it (the
+    moment of the jump)."""
+    if tz is UTC:
+        return wall.replace(tzinfo=UTC), None, False
+    early = wall.replace(tzinfo=tz, fold=0)
+    late = wall.replace(tzinfo=tz, fold=1)
+    first = early.astimezone(UTC)
+    if early.utcoffset() == late.utcoffset():
+        return first, None, False
+    second = late.astimezone(UTC)
+    if second > first:  # repeated: fold=0 is the first pass, fold=1 the second
+        return first, second, False
+    # Skipped (PEP 495): fold=0 reads it with the offset before the jump, fold=1 after.
+    return _jump_between(second, first, tz), None, True
+
+
+def _jump_between(before: datetime, after: datetime, tz: tzinfo) -> datetime:
+    """The instant in (before, after] where the UTC offset of `tz` changes (to the second)."""
+    low, high = int(before.timestamp()), int(after.timestamp())
+    target = after.astimezone(tz).utcoffset()
+    while high - low > 1:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, tz).utcoffset() == target:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC)
+
+
+def localize(wall: datetime, tz: tzinfo) -> datetime:
+    """The UTC instant of a wall time without offset in `tz`: a time skipped by DST means
+    the first valid instant after it, a repeated one its first occurrence."""
+    return _resolve(wall.replace(tzinfo=None), tz)[0]
+
+
+def _repeat_span(wall: datetime, tz: tzinfo) -> timedelta:
+    """How long the fall-back repeat containing `wall` lasts (zero when `wall` is not repeated)."""
+    first, second, _ = _resolve(wall, tz)
+    return second - first if second is not None else timedelta(0)
+
+
+# --- cron ---------------------------------------------------------------------------
 
 
 def validate_cron(expression: str) -> None:
@@ -38,6 +137,87 @@ def validate_cron(expression: str) -> None:
         raise ValueError("cron fields 'R' and 'H' are not supported; give explicit values")
     if not croniter.is_valid(expression):
         raise ValueError(f"'{expression}' is not a valid cron expression")
+
+
+def every_hour(expression: str) -> bool:
+    """Whether a cron runs every hour (its hour field is `*`): it then keeps to real time
+    across DST instead of to the wall clock (see the module's docstring)."""
+    return expression.split()[1] == "*"
+
+
+def _instants(wall: datetime, tz: tzinfo, hourly: bool) -> tuple[datetime, ...]:
+    first, second, skipped = _resolve(wall, tz)
+    if not hourly:
+        return (first,)
+    if skipped:
+        return ()
+    return (first,) if second is None else (first, second)
+
+
+def next_cron_after(expression: str, after: datetime, tz: tzinfo = UTC) -> datetime:
+    """The first firing of the cron strictly after `after`, in `tz`. NeverFires if none.
+
+    croniter walks wall times; each maps to its instants (`_instants`). The lowest instant
+    of a wall time never decreases as wall time goes on, so the walk stops as soon as it
+    passes the best answer found."""
+    hourly = every_hour(expression)
+    wall = after.astimezone(tz).replace(tzinfo=None)
+    # Inside a repeated hour, the second pass of earlier wall times is still ahead.
+    walker = croniter(expression, wall - _repeat_span(wall, tz))
+    best: datetime | None = None
+    for _ in range(_MAX_STEPS):
+        try:
+            candidate = walker.get_next(datetime)
+        except CroniterBadDateError as exc:
+            if best is not None:
+                return best
+            raise NeverFires(f"cron '{expression}' never fires") from exc
+        lowest = _resolve(candidate, tz)[0]
+        if best is not None and lowest >= best:
+            return best
+        for instant in _instants(candidate, tz, hourly):
+            if instant > after and (best is None or instant < best):
+                best = instant
+    if best is None:
+        raise NeverFires(f"cron '{expression}' never fires")
+    return best
+
+
+def latest_cron_at_or_before(expression: str, when: datetime, tz: tzinfo = UTC) -> datetime | None:
+    """The newest firing of the cron at or before `when`, in `tz`; None if there is none."""
+    hourly = every_hour(expression)
+    wall = when.astimezone(tz).replace(tzinfo=None)
+    # Inside a repeated hour, the first pass of later wall times is already behind.
+    walker = croniter(expression, wall + _repeat_span(wall, tz) + timedelta(minutes=1))
+    best: datetime | None = None
+    for _ in range(_MAX_STEPS):
+        try:
+            candidate = walker.get_prev(datetime)
+        except CroniterBadDateError:
+            return best
+        first, second, _ = _resolve(candidate, tz)
+        if best is not None and (second or first) <= best:
+            return best
+        for instant in _instants(candidate, tz, hourly):
+            if instant <= when and (best is None or instant > best):
+                best = instant
+    return best
+
+
+@lru_cache(maxsize=1024)
+def smallest_cron_gap(expression: str) -> timedelta:
+    """The shortest wall-clock time between consecutive firings of the cron, measured over
+    its first firings after a fixed reference (cheap, and the same whenever it is asked).
+    NeverFires for a cron that never fires."""
+    walker = croniter(expression, _GAP_REFERENCE)
+    try:
+        marks = [walker.get_next(datetime) for _ in range(_GAP_FIRINGS)]
+    except CroniterBadDateError as exc:
+        raise NeverFires(f"cron '{expression}' never fires") from exc
+    return min(later - earlier for earlier, later in pairwise(marks))
+
+
+# --- rate -----------------------------------------------------------------------------
 
 
 def parse_rate(expression: str) -> timedelta:
@@ -54,15 +234,6 @@ def parse_rate(expression: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def next_cron_after(expression: str, after: datetime) -> datetime:
-    """The first cron instant strictly after `after` (UTC). NeverFires if there is none."""
-    try:
-        nxt = croniter(expression, after.astimezone(UTC)).get_next(datetime)
-    except CroniterBadDateError as exc:
-        raise NeverFires(f"cron '{expression}' never fires") from exc
-    return nxt.astimezone(UTC)
-
-
 def next_rate_after(interval: timedelta, anchor: datetime, after: datetime) -> datetime:
     """The first `anchor + k·interval` (k ≥ 1) strictly after `after`."""
     if after < anchor:
@@ -71,40 +242,82 @@ def next_rate_after(interval: timedelta, anchor: datetime, after: datetime) -> d
     return anchor + periods * interval
 
 
-def next_fire_after(spec: ScheduleSpec, anchor: datetime, after: datetime) -> datetime | None:
-    """The job's next firing strictly after `after`; None when it has no more.
+def _rate_anchor(spec: ScheduleSpec, interval: timedelta, created: datetime) -> datetime:
+    """Where a rate counts from: one interval before `start_at` (so it fires at `start_at`),
+    else the job's creation (its first firing is one interval after it)."""
+    return spec.start_at - interval if spec.start_at is not None else created
 
-    `anchor` is where a rate counts from (the job's creation time).
+
+# --- a job's schedule -------------------------------------------------------------------
+
+
+def next_fire_after(spec: ScheduleSpec, anchor: datetime, after: datetime) -> datetime | None:
+    """The job's next firing strictly after `after`; None when it has no more (an `at`
+    that passed, a window that ended).
+
+    `anchor` is where a rate counts from (the job's creation time) unless it has a `start_at`.
     """
     if spec.at is not None:
         return spec.at if spec.at > after else None
     if spec.cron is not None:
-        return next_cron_after(spec.cron, after)
-    assert spec.rate is not None
-    return next_rate_after(parse_rate(spec.rate), anchor, after)
+        if spec.start_at is not None and after < spec.start_at:
+            after = spec.start_at - timedelta(microseconds=1)
+        nxt = next_cron_after(spec.cron, after, zone(spec.timezone))
+    else:
+        assert spec.rate is not None
+        interval = parse_rate(spec.rate)
+        nxt = next_rate_after(interval, _rate_anchor(spec, interval, anchor), after)
+    return None if spec.end_at is not None and nxt > spec.end_at else nxt
 
 
 def latest_fire_at_or_before(spec: ScheduleSpec, anchor: datetime, when: datetime) -> datetime | None:
-    """The job's newest firing at or before `when`; None if it had none yet."""
+    """The job's newest firing at or before `when` (and within its window); None if it had none."""
     if spec.at is not None:
         return spec.at if spec.at <= when else None
+    if spec.end_at is not None:
+        when = min(when, spec.end_at)
+    latest: datetime | None
     if spec.cron is not None:
-        previous: datetime = croniter(spec.cron, when.astimezone(UTC)).get_prev(datetime).astimezone(UTC)
-        candidate = next_cron_after(spec.cron, previous)  # get_prev is strictly before `when`
-        return candidate if candidate <= when else previous
-    assert spec.rate is not None
-    periods = (when - anchor) // parse_rate(spec.rate)
-    return anchor + periods * parse_rate(spec.rate) if periods >= 1 else None
+        latest = latest_cron_at_or_before(spec.cron, when, zone(spec.timezone))
+    else:
+        assert spec.rate is not None
+        interval = parse_rate(spec.rate)
+        start = _rate_anchor(spec, interval, anchor)
+        periods = (when - start) // interval
+        latest = start + periods * interval if periods >= 1 else None
+    if latest is None or (spec.start_at is not None and latest < spec.start_at):
+        return None
+    return latest
 
 
 def first_fire_at(spec: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
     """The first firing of a new job created at `anchor`, seen at `now`.
 
     A one-off `at` keeps its time even when it is (slightly) past: it fires at once and its
-    lateness shows. Cron and rate fire at their first instant after `now`.
+    lateness shows. Cron and rate fire at their first instant after `now` (and not before
+    `start_at`). NeverFires when there is none; NoFiringInWindow when `end_at` comes first.
     """
     if spec.at is not None:
         return spec.at
     first = next_fire_after(spec, anchor, now)
-    assert first is not None  # cron/rate always have a next firing or raise NeverFires
+    if first is None:
+        raise NoFiringInWindow(
+            "the schedule has no firing between "
+            f"{'start_at' if spec.start_at is not None and spec.start_at > now else 'now'} and end_at"
+        )
     return first
+
+
+def jittered(spec: ScheduleSpec, job_id: str, fire_at: datetime, following: datetime | None) -> datetime:
+    """When the firing `fire_at` really starts: `fire_at` plus a deterministic offset in
+    [0, jitter_seconds) (a hash of the job and the firing, so every poller computes the same
+    one), kept before the `following` firing, and no later than `end_at`."""
+    if spec.jitter_seconds <= 0:
+        return fire_at
+    fire_ms = (fire_at - datetime(1970, 1, 1, tzinfo=UTC)) // _MS
+    digest = hashlib.sha256(f"{job_id}:{fire_ms}".encode()).digest()
+    moved = fire_at + _MS * (int.from_bytes(digest[:8], "big") % (spec.jitter_seconds * 1000))
+    limit = following - _MS if following is not None else spec.end_at
+    if limit is not None:
+        moved = min(moved, max(fire_at, limit))
+    return moved

@@ -50,6 +50,11 @@ _NOTHING_LEFT_TO_FIRE = "#status = :scheduled AND attribute_not_exists(due_pk)"
 _LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms")
 _MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+# The most items one page of a filtered listing reads (DynamoDB filters after reading).
+FILTERED_READ_BUDGET = 1_000
+# Job attributes the owner of the job may not change, and those a job holds only sometimes.
+_IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})
+_OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -130,11 +135,16 @@ class DynamoJobStore:
         }
         if job.next_fire_at is not None:
             fire_ms = to_ms(job.next_fire_at)
-            values |= {
-                "next_fire_at_ms": fire_ms,
-                "due_pk": keys.due_pk(fire_ms, keys.shard_for(job.job_id, self._shards)),
-                "due_sk": fire_ms,
-            }
+            values["next_fire_at_ms"] = fire_ms
+            # Only a scheduled job waits in the due index; a paused one keeps its next firing
+            # (where a resume carries on from) out of it.
+            if job.status is JobStatus.SCHEDULED:
+                values |= {
+                    "due_pk": keys.due_pk(fire_ms, keys.shard_for(job.job_id, self._shards)),
+                    "due_sk": fire_ms,
+                }
+        if job.paused_at is not None:
+            values["paused_at_ms"] = to_ms(job.paused_at)
         return _to_item(values)
 
     @staticmethod
@@ -142,6 +152,7 @@ class DynamoJobStore:
         raw = _from_item(item)
         spec = json.loads(raw["spec"])
         next_fire = raw.get("next_fire_at_ms")
+        paused = raw.get("paused_at_ms")
         return Job.model_validate(
             {
                 **spec,
@@ -154,6 +165,7 @@ class DynamoJobStore:
                 "next_fire_at": from_ms(int(next_fire)) if next_fire is not None else None,
                 "created_at": from_ms(int(raw["created_at_ms"])),
                 "updated_at": from_ms(int(raw["updated_at_ms"])),
+                "paused_at": from_ms(int(paused)) if paused is not None else None,
             }
         )
 
@@ -174,8 +186,16 @@ class DynamoJobStore:
         item = reply.get("Item")
         return self._job_from_item(item) if item else None
 
-    def list_jobs(self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None) -> Page:
-        """Newest first. With a status filter, pages are filled across DynamoDB pages."""
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        status: JobStatus | None,
+        name_prefix: str | None = None,
+    ) -> Page:
+        """Newest first, optionally only those in `status` and/or whose name starts with
+        `name_prefix` (filters: see `_page` for what they cost)."""
         query: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": TENANT_INDEX,
@@ -184,19 +204,60 @@ class DynamoJobStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        filters: list[str] = []
         if status is not None:
-            query["FilterExpression"] = "#status = :status"
+            filters.append("#status = :status")
             query["ExpressionAttributeNames"] = {"#status": "status"}
             query["ExpressionAttributeValues"] |= _values(status=str(status))
+        if name_prefix is not None:
+            filters.append("begins_with(#name, :name_prefix)")  # `name` is a reserved word
+            query["ExpressionAttributeNames"] = query.get("ExpressionAttributeNames", {}) | {"#name": "name"}
+            query["ExpressionAttributeValues"] |= _values(name_prefix=name_prefix)
+        if filters:
+            query["FilterExpression"] = " AND ".join(filters)
         start = decode_cursor(cursor, ("pk", "sk", *self._index_keys(TENANT_INDEX))) if cursor else None
         if start is not None and start.get("tenant") != tenant:
             raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
-        jobs: list[Job] = []
-        for item, resume_key in self._query_items(query, start):
-            jobs.append(self._job_from_item(item))
-            if len(jobs) == limit:
-                return Page(jobs, encode_cursor(resume_key) if resume_key else None)
-        return Page(jobs, None)
+        items, resume_key = self._page(query, start, limit)
+        return Page(
+            [self._job_from_item(item) for item in items], encode_cursor(resume_key) if resume_key else None
+        )
+
+    def _page(
+        self, query: dict[str, Any], start: dict[str, Any] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One page of a listing: up to `limit` items and the key to resume after (None at
+        the end). DynamoDB filters after it reads, so a filtered listing reads at most
+        `FILTERED_READ_BUDGET` items per page: a page may then hold fewer than `limit` items,
+        even none, and still a `next_cursor`, which the caller follows to read on."""
+        if "FilterExpression" not in query:
+            items: list[dict[str, Any]] = []
+            for item, resume_key in self._query_items(query, start):
+                items.append(item)
+                if len(items) == limit:
+                    return items, resume_key
+            return items, None
+        key_names = ("pk", "sk", *self._index_keys(query.get("IndexName")))
+        exclusive = _to_item(start) if start else None
+        budget = FILTERED_READ_BUDGET
+        matched: list[dict[str, Any]] = []
+        while True:
+            request = query | {"Limit": budget} | ({"ExclusiveStartKey": exclusive} if exclusive else {})
+            page = self._ddb.query(**request)
+            items = page.get("Items", [])
+            budget -= int(page.get("ScannedCount", len(items)))
+            more = "LastEvaluatedKey" in page
+            for position, item in enumerate(items):
+                matched.append(item)
+                if len(matched) == limit:
+                    if position == len(items) - 1 and not more:
+                        return matched, None
+                    return matched, {name: _deserializer.deserialize(item[name]) for name in key_names}
+            if not more:
+                return matched, None
+            exclusive = page["LastEvaluatedKey"]
+            if budget <= 0:
+                return matched, {k: _deserializer.deserialize(v) for k, v in exclusive.items()}
 
     def _query_items(
         self, query: dict[str, Any], start: dict[str, Any] | None
@@ -394,8 +455,9 @@ class DynamoJobStore:
         item = reply.get("Item")
         return self._run_from_item(item) if item else None
 
-    def list_runs(self, job_id: str, limit: int, cursor: str | None) -> Page:
-        """Newest first."""
+    def list_runs(self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None) -> Page:
+        """Newest first (by scheduled time), optionally only those in `status` (a filter:
+        see `_page` for what it costs)."""
         start = decode_cursor(cursor, ("pk", "sk")) if cursor else None
         if start is not None and start.get("pk") != keys.job_pk(job_id):
             raise InvalidRequest(
@@ -404,16 +466,120 @@ class DynamoJobStore:
         query: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
-            "ExpressionAttributeValues": _values(pk=keys.job_pk(job_id), run="RUN#"),
+            "ExpressionAttributeValues": _values(pk=keys.job_pk(job_id), run=keys.RUN_SK_PREFIX),
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        if status is not None:
+            query["FilterExpression"] = "#status = :status"
+            query["ExpressionAttributeNames"] = {"#status": "status"}
+            query["ExpressionAttributeValues"] |= _values(status=str(status))
+        items, resume_key = self._page(query, start, limit)
+        return Page(
+            [self._run_from_item(item) for item in items], encode_cursor(resume_key) if resume_key else None
+        )
+
+    def recent_runs(
+        self,
+        job_id: str,
+        limit: int,
+        *,
+        after: datetime | None = None,
+        statuses: Collection[RunStatus] | None = None,
+    ) -> list[Run]:
+        """Among the job's `limit` newest runs (those scheduled after `after`, if given), the
+        ones in `statuses` (all if None), newest first. Reads at most `limit` items, consistently."""
+        values = _values(pk=keys.job_pk(job_id))
+        if after is None:
+            key_condition = "pk = :pk AND begins_with(sk, :run)"
+            values |= _values(run=keys.RUN_SK_PREFIX)
+        else:
+            key_condition = "pk = :pk AND sk > :after"
+            values |= _values(after=keys.run_sk(to_ms(after)))
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
         runs: list[Run] = []
-        for item, resume_key in self._query_items(query, start):
-            runs.append(self._run_from_item(item))
-            if len(runs) == limit:
-                return Page(runs, encode_cursor(resume_key) if resume_key else None)
-        return Page(runs, None)
+        exclusive: Any = None
+        left = limit
+        while left > 0:
+            page = self._ddb.query(
+                **query, Limit=left, **({"ExclusiveStartKey": exclusive} if exclusive else {})
+            )
+            items = page.get("Items", [])
+            left -= len(items)
+            runs += [self._run_from_item(item) for item in items]
+            if "LastEvaluatedKey" not in page:
+                break
+            exclusive = page["LastEvaluatedKey"]
+        return [run for run in runs if statuses is None or run.status in statuses]
+
+    def put_run_if_absent(self, run: Run, now: datetime) -> bool:
+        """Write a new run (a manual one, a resume's catch-up run); False if one already
+        exists at its time."""
+        try:
+            self._ddb.put_item(
+                TableName=self._table,
+                Item=self._run_item(run, now),
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            if _is_contention(error):
+                raise StoreContention(str(error)) from error
+            raise
+        return True
+
+    def update_job_if_unchanged(self, before: Job, after: Job, now: datetime, run: Run | None = None) -> bool:
+        """Write `after` over the job read as `before` (its spec, status, next firing, due
+        index entry), if nobody changed it since: same version and status. With `run`, create
+        that run in the same transaction (it must not exist yet). False if either condition
+        failed. The item's other attributes are left as they are."""
+        item = self._job_item(after)
+        sets = {name: value for name, value in item.items() if name not in _IMMUTABLE_JOB_ATTRIBUTES}
+        removes = [name for name in _OPTIONAL_JOB_ATTRIBUTES if name not in item]
+        names = {f"#a{i}": name for i, name in enumerate(sets)}
+        values = {f":a{i}": value for i, value in enumerate(sets.values())}
+        update = "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets)))
+        if removes:
+            names |= {f"#r{i}": name for i, name in enumerate(removes)}
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+        job_update: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": _to_item({"pk": keys.job_pk(before.job_id), "sk": keys.JOB_SK}),
+            "UpdateExpression": update,
+            "ConditionExpression": "attribute_exists(pk) AND version = :seen AND #status = :seen_status",
+            "ExpressionAttributeNames": names | {"#status": "status"},
+            "ExpressionAttributeValues": values
+            | _values(seen=before.version, seen_status=str(before.status)),
+        }
+        if run is None:
+            try:
+                self._ddb.update_item(**job_update)
+            except ClientError as error:
+                if _condition_failed(error):
+                    return False
+                if _is_contention(error):
+                    raise StoreContention(str(error)) from error
+                raise
+            return True
+        run_put = {
+            "TableName": self._table,
+            "Item": self._run_item(run, now),
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+        try:
+            self._ddb.transact_write_items(TransactItems=[{"Update": job_update}, {"Put": run_put}])  # type: ignore[typeddict-item]
+        except ClientError as error:
+            if "ConditionalCheckFailed" in self._cancellation_reasons(error, expected=2):
+                return False
+            raise
+        return True
 
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
         """The per-item codes of a cancelled transaction; contention raises StoreContention."""

@@ -1,31 +1,150 @@
-"""Delivering a run to its job's target (DESIGN §7). HTTP: the payload as JSON with the
-scheduler's headers; 2xx is success, 408/429/5xx/timeouts are worth retrying, any other
-4xx is final. SQS: the payload as the message body. Delivery never raises: whatever goes
-wrong is a failed `Delivery`, so the run is always finished."""
+"""Delivering a run to its job's target (DESIGN §7). Delivery never raises: whatever goes
+wrong is a failed `Delivery`, so the run is always finished.
+
+- HTTP: the payload as JSON with the scheduler's headers; 2xx is success, 408/429/5xx and
+  timeouts are worth retrying, any other 4xx is final.
+- SQS / SNS: the payload as the message (JSON), the scheduler's headers as message
+  attributes; FIFO queues and topics get MessageGroupId = job id and MessageDeduplicationId =
+  run id (`fifo_id`).
+- EVENTBRIDGE / LAMBDA: `run_event` (the payload object plus the run's ids under
+  "scheduler") as the event's `detail` (PutEvents) or as the event of an asynchronous
+  invocation (InvocationType Event: success means Lambda accepted the event; the function's
+  own errors are Lambda's to retry, as its asynchronous invocation settings say).
+
+Every AWS error goes through `aws_error_retryable`, the one classification: throttling and
+service faults are worth retrying; a target that does not exist, access denied or a request
+AWS refuses fails at once.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, assert_never
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from scheduler_core.aws import AwsClients
-from scheduler_core.model import HttpTarget, Job, Run, SqsTarget, iso_or_none, reserved_header_reason
+from scheduler_core.model import (
+    RUN_METADATA_KEY,
+    EventBridgeTarget,
+    HttpTarget,
+    Job,
+    LambdaTarget,
+    Run,
+    SnsTarget,
+    SqsTarget,
+    iso_or_none,
+    reserved_header_reason,
+)
 from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
 
 USER_AGENT = "serverless-scheduler/0.1"
 _RETRYABLE_HTTP = {408, 429}
-_RETRYABLE_AWS = {
-    "Throttling",
-    "ThrottlingException",
-    "RequestThrottled",
-    "ServiceUnavailable",
-    "InternalError",
-}
+
+# Throttling and service faults, whatever their status: a later attempt may get through.
+# EventBridge reports InternalFailure and ThrottlingException per entry, without a status.
+RETRYABLE_AWS_CODES = frozenset(
+    {
+        # throttling (botocore's own list, and each target service's spelling)
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "KMSThrottling",
+        "KMSThrottlingException",
+        "KmsThrottled",
+        "EC2ThrottledException",
+        # service faults and timeouts
+        "InternalError",
+        "InternalFailure",
+        "InternalException",
+        "InternalServerError",
+        "ServiceException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        # a Lambda function that is being created, updated or restored (409/502): it will be ready
+        "ResourceConflictException",
+        "ResourceNotReadyException",
+        "SnapStartNotReadyException",
+        "ENILimitReachedException",
+        "EC2UnexpectedException",
+        "SubnetIPAddressLimitReachedException",
+    }
+)
+# Final although some carry a 5xx status (Lambda answers 502 for a function whose KMS key or
+# VPC set-up is broken): the target is missing, forbidden or misconfigured, and trying again
+# within a run's backoff will meet the same answer.
+FINAL_AWS_CODES = frozenset(
+    {
+        # does not exist
+        "NotFound",
+        "NotFoundException",
+        "ResourceNotFoundException",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        # not allowed
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthorizationError",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "NotAuthorizedForSourceException",
+        "NotAuthorizedForDetailTypeException",
+        "KMSAccessDenied",
+        "KMSAccessDeniedException",
+        "KmsAccessDenied",
+        "EC2AccessDeniedException",
+        # broken set-up of the target
+        "KMSDisabled",
+        "KMSDisabledException",
+        "KmsDisabled",
+        "KMSNotFound",
+        "KMSNotFoundException",
+        "KmsNotFound",
+        "KMSInvalidState",
+        "KMSInvalidStateException",
+        "KmsInvalidState",
+        "InvalidSecurityGroupIDException",
+        "InvalidSubnetIDException",
+        "InvalidRuntimeException",
+        "InvalidZipFileException",
+    }
+)
+
+
+def aws_error_retryable(code: str, status: int | None = None) -> bool:
+    """Whether an AWS target's error `code` (with the HTTP `status` of the answer, when there
+    was one) is worth another attempt. Codes neither list names follow their status: 429 and
+    5xx are retried, anything else (a 4xx: a request AWS refuses) fails at once."""
+    if code in FINAL_AWS_CODES:
+        return False
+    if code in RETRYABLE_AWS_CODES:
+        return True
+    return status is not None and (status == 429 or status >= 500)
+
+
+def aws_failure(service: str, error: ClientError | BotoCoreError) -> Delivery:
+    """The failed delivery an AWS client error means."""
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return Delivery(
+            ok=False, error=f"{service} {code}: {error}", retryable=aws_error_retryable(code, status)
+        )
+    if isinstance(error, ParamValidationError):  # botocore refused to send it: so would AWS
+        return Delivery(ok=False, error=f"{service} request refused: {error}", retryable=False)
+    return Delivery(ok=False, error=f"{service} unreachable: {error}", retryable=True)
 
 
 def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
@@ -36,6 +155,69 @@ def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
         "X-Scheduler-Run-Id": run.run_id,
         "X-Scheduler-Scheduled-For": iso_or_none(run.scheduled_for) or "",
         "X-Scheduler-Attempt": str(run.attempt),
+    }
+
+
+def run_metadata(job: Job, run: Run) -> dict[str, Any]:
+    """The run's ids, as an EVENTBRIDGE or LAMBDA target gets them under "scheduler"."""
+    return {
+        "job_id": job.job_id,
+        "run_id": run.run_id,
+        "scheduled_for": iso_or_none(run.scheduled_for),
+        "attempt": run.attempt,
+    }
+
+
+def run_event(job: Job, run: Run) -> dict[str, Any]:
+    """The event an EVENTBRIDGE target's `detail` or a LAMBDA target's event is: a JSON object,
+    as EventBridge requires. A payload object's own fields, plus the run's ids under
+    "scheduler" (validation keeps that key free; the scheduler's value wins regardless); any
+    other payload (a list, a string, a number, true/false) sits under "payload"; no payload
+    (null), just the ids."""
+    payload = job.payload
+    if isinstance(payload, dict):
+        event: dict[str, Any] = dict(payload)
+    elif payload is None:
+        event = {}
+    else:
+        event = {"payload": payload}
+    event[RUN_METADATA_KEY] = run_metadata(job, run)
+    return event
+
+
+# Characters JSON text may hold raw that SQS (and SNS through it) refuse in a message: lone
+# surrogates and the non-characters U+FFFE/U+FFFF. They only occur inside JSON strings.
+_NOT_IN_MESSAGES = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def message_json(value: Any) -> str:
+    """Compact JSON that keeps non-ASCII text as it is: AWS's size limits count UTF-8 bytes,
+    and \\u escapes would double or triple the size of non-Latin text."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _NOT_IN_MESSAGES.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+# SQS/SNS FIFO group and deduplication ids: 1-128 ASCII letters, digits and punctuation.
+_FIFO_ID = re.compile(r"[A-Za-z0-9!-/:-@\[-`{-~]{1,128}")
+
+
+def fifo_id(value: str) -> str:
+    """`value` as a FIFO MessageGroupId / MessageDeduplicationId: itself when SQS and SNS
+    accept it (job and run ids always are), else its SHA-256 in hex (64 characters), still
+    one id per value."""
+    return value if _FIFO_ID.fullmatch(value) else hashlib.sha256(value.encode()).hexdigest()
+
+
+def _fifo_ids(job: Job, run: Run) -> dict[str, str]:
+    # One group per job keeps its runs in order; one deduplication id per run makes a repeat
+    # of the same run within the 5-minute window (an attempt whose answer was lost) a no-op.
+    return {"MessageGroupId": fifo_id(job.job_id), "MessageDeduplicationId": fifo_id(run.run_id)}
+
+
+def _message_attributes(job: Job, run: Run) -> dict[str, dict[str, str]]:
+    return {
+        name: {"DataType": "String", "StringValue": value}
+        for name, value in scheduler_headers(job, run).items()
     }
 
 
@@ -54,9 +236,21 @@ class TargetDispatcher:
 
     def deliver(self, job: Job, run: Run) -> Delivery:
         try:
-            if isinstance(job.target, HttpTarget):
-                return self._deliver_http(job.target, job, run)
-            return self._deliver_sqs(job.target, job, run)
+            target = job.target
+            if isinstance(target, HttpTarget):
+                return self._deliver_http(target, job, run)
+            try:
+                if isinstance(target, SqsTarget):
+                    return self._deliver_sqs(target, job, run)
+                if isinstance(target, SnsTarget):
+                    return self._deliver_sns(target, job, run)
+                if isinstance(target, EventBridgeTarget):
+                    return self._deliver_eventbridge(target, job, run)
+                if isinstance(target, LambdaTarget):
+                    return self._deliver_lambda(target, job, run)
+                assert_never(target)
+            except (ClientError, BotoCoreError) as error:
+                return aws_failure(_SERVICE_NAMES[target.type], error)
         except Exception as error:
             # A bug, or input that validation let through: raising would leave the run RUNNING.
             logger.exception("delivery raised", extra={"job_id": job.job_id, "run_id": run.run_id})
@@ -87,19 +281,71 @@ class TargetDispatcher:
             return Delivery(ok=False, error=f"cannot reach {target.url}: {reason}", retryable=True)
 
     def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
-        attributes = {
-            name: {"DataType": "String", "StringValue": value}
-            for name, value in scheduler_headers(job, run).items()
+        request: dict[str, Any] = {
+            "QueueUrl": target.queue_url,
+            "MessageBody": message_json(job.payload),
+            "MessageAttributes": _message_attributes(job, run),
         }
-        try:
-            self._clients.sqs().send_message(
-                QueueUrl=target.queue_url,
-                MessageBody=json.dumps(job.payload),
-                MessageAttributes=attributes,  # type: ignore[arg-type]
-            )
-        except ClientError as error:
-            code = str(error.response.get("Error", {}).get("Code", ""))
-            return Delivery(ok=False, error=f"SQS {code}: {error}", retryable=code in _RETRYABLE_AWS)
-        except BotoCoreError as error:
-            return Delivery(ok=False, error=f"SQS unreachable: {error}", retryable=True)
+        if target.fifo:
+            request |= _fifo_ids(job, run)
+        self._clients.sqs().send_message(**request)
         return Delivery(ok=True)
+
+    def _deliver_sns(self, target: SnsTarget, job: Job, run: Run) -> Delivery:
+        request: dict[str, Any] = {
+            "TopicArn": target.topic_arn,
+            "Message": message_json(job.payload),
+            "MessageAttributes": _message_attributes(job, run),
+        }
+        if target.fifo:
+            request |= _fifo_ids(job, run)
+        self._clients.sns(target.region).publish(**request)
+        return Delivery(ok=True)
+
+    def _deliver_eventbridge(self, target: EventBridgeTarget, job: Job, run: Run) -> Delivery:
+        reply = self._clients.events(target.region).put_events(
+            Entries=[
+                {
+                    "EventBusName": target.event_bus_name,
+                    "Source": target.source,
+                    "DetailType": target.detail_type,
+                    "Detail": message_json(run_event(job, run)),
+                }
+            ]
+        )
+        # PutEvents answers 200 and reports a refused entry in the entry itself.
+        failed = [entry for entry in reply.get("Entries", []) if entry.get("ErrorCode")]
+        if not failed and not reply.get("FailedEntryCount"):
+            return Delivery(ok=True)
+        code = failed[0].get("ErrorCode", "") if failed else ""
+        message = failed[0].get("ErrorMessage", "") if failed else "no reason given"
+        return Delivery(
+            ok=False,
+            error=f"EventBridge {code or 'failed entry'}: {message}",
+            retryable=aws_error_retryable(code),
+        )
+
+    def _deliver_lambda(self, target: LambdaTarget, job: Job, run: Run) -> Delivery:
+        reply = self._clients.lambda_(target.region).invoke(
+            FunctionName=target.function_arn,
+            InvocationType="Event",
+            Payload=message_json(run_event(job, run)).encode(),
+        )
+        status = reply.get("StatusCode", 0)
+        # 202: Lambda queued the event. (It reports no function error for asynchronous calls.)
+        if 200 <= status < 300:
+            return Delivery(ok=True)
+        return Delivery(
+            ok=False,
+            error=f"Lambda answered {status} to an asynchronous invocation",
+            retryable=http_retryable(status),
+        )
+
+
+_SERVICE_NAMES = {
+    "SQS": "SQS",
+    "SNS": "SNS",
+    "EVENTBRIDGE": "EventBridge",
+    "LAMBDA": "Lambda",
+    "HTTP": "HTTP",
+}

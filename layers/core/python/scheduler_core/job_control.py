@@ -1,0 +1,305 @@
+"""Changing a job after its creation (DESIGN §7): pause, resume, trigger by hand, patch, and
+the sweep of a cancelled job's waiting runs. `JobService` checks tenancy, then calls these.
+
+Every change of a job is a conditional write on the version (and status) it was read at, so
+it never loses or doubles a claim racing with it: a claim moves the version on, the change
+fails, is read again and applied again (a few times; then 409), or, with `If-Match`, is
+refused (412). Claims check the version too, so a change that won makes the claim fail.
+
+Pause and resume (misfire policy FIRE_ONCE, the default):
+- pause: the job leaves the due index. It keeps its next firing not yet claimed, where a
+  resume carries on. Runs already claimed (up to the lookahead ahead) stay on their queue:
+  one whose time comes while the job is paused is cancelled by the worker (its target is
+  not called); one whose time comes after a resume runs as planned. A run already calling
+  its target finishes. Manual runs are not stopped by a pause.
+- resume: if any firing of the job's schedule fell between the pause and now (or its next
+  firing is past), ONE run fires now for all of them (a one-off whose time passed while it
+  was paused included); then the job carries on from its first firing after now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler_core import keys, run_state
+from scheduler_core.clock import Clock, from_ms, to_ms
+from scheduler_core.dispatch import Dispatcher, following_firing
+from scheduler_core.errors import Conflict, PreconditionFailed
+from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.model import (
+    Job,
+    JobCreate,
+    JobPatch,
+    JobStatus,
+    Run,
+    RunStatus,
+    ScheduleSpec,
+    Trigger,
+)
+from scheduler_core.observability import logger, metrics
+from scheduler_core.ports import JobStore
+
+# How often a change is read and applied again when a claim (or another change) won the race.
+CHANGE_TRIES = 3
+# The newest runs a resume looks at: runs the pause stopped, runs not finished yet.
+RESUME_WINDOW = 100
+# The newest runs a cancel looks at for waiting ones, cancelled at once. Older waiting runs
+# (a retry days away) are cancelled when their message or timer comes, as they always were.
+CANCEL_SWEEP = 200
+# The runs at or after a new schedule's first firing a schedule change looks at (those
+# already claimed: the lookahead's worth).
+CLAIMED_WINDOW = 100
+# How many milliseconds a new run's time may move on to find one no run or firing holds.
+FREE_TIME_TRIES = 10
+
+_ONE_MS = timedelta(milliseconds=1)
+_UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRYING})
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    status: JobStatus  # SCHEDULED, or COMPLETED when nothing is left to fire or finish
+    next_fire_at: datetime | None
+    catch_up: bool  # one run now for the firings missed while paused
+    stopped: list[Run]  # waiting runs due while paused: cancelled, the catch-up run stands for them
+
+
+def is_firing(job: Job, when: datetime) -> bool:
+    """Whether the job's schedule fires at `when` (a nominal firing: the time of its run)."""
+    return following_firing(job, when - _ONE_MS) == when
+
+
+def plan_resume(job: Job, runs: list[Run], now: datetime) -> ResumePlan:
+    """What resuming the paused `job` at `now` does, given its newest `runs`.
+
+    Under FIRE_ONCE, the default misfire policy, the firings missed while paused run once, now:
+    those of the job's schedule between the pause and now (claimed or not), its next firing if
+    it is past, and waiting runs whose time came while paused. A `misfire` setting would choose
+    here: SKIP → no catch-up run; CATCH_UP → one run per missed firing."""
+    paused_at = job.paused_at or job.updated_at
+    stopped = [
+        run
+        for run in runs
+        if run.trigger is not Trigger.MANUAL
+        and run.status in run_state.WAITING
+        and paused_at < run.starts_at <= now
+    ]
+    first_after_pause = following_firing(job, paused_at)
+    missed = (
+        (job.next_fire_at is not None and job.next_fire_at <= now)
+        or (first_after_pause is not None and first_after_pause <= now)
+        or bool(stopped)
+    )
+    if job.next_fire_at is None or job.next_fire_at > now:
+        next_fire_at = job.next_fire_at
+    else:
+        next_fire_at = following_firing(job, now)
+    stopped_ids = {run.run_id for run in stopped}
+    unfinished = any(run.status in _UNFINISHED and run.run_id not in stopped_ids for run in runs)
+    done = next_fire_at is None and not missed and not unfinished
+    return ResumePlan(JobStatus.COMPLETED if done else JobStatus.SCHEDULED, next_fire_at, missed, stopped)
+
+
+class JobControl:
+    def __init__(
+        self,
+        store: JobStore,
+        dispatcher: Dispatcher,
+        clock: Clock,
+        lifecycle: RunLifecycle,
+        check_request: Callable[[JobCreate], None],
+        first_firing: Callable[[ScheduleSpec, datetime, datetime], datetime],
+    ) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._lifecycle = lifecycle
+        # The create path's own checks: the request's (e.g. no own queue as target) and the
+        # first firing of a schedule (a 422 when it has none).
+        self._check_request = check_request
+        self._first_firing = first_firing
+
+    # --- pause / resume ------------------------------------------------------------------
+
+    def pause(self, job: Job) -> Job:
+        """SCHEDULED → PAUSED, out of the due index. Pausing a paused job changes nothing."""
+        for _ in range(CHANGE_TRIES):
+            if job.status is JobStatus.PAUSED:
+                return job
+            _refuse_ended(job, "paused")
+            now = self._clock.now()
+            paused = job.model_copy(
+                update={
+                    "status": JobStatus.PAUSED,
+                    "paused_at": now,
+                    "version": job.version + 1,
+                    "updated_at": now,
+                }
+            )
+            if self._store.update_job_if_unchanged(job, paused, now):
+                logger.info("job paused", extra={"job_id": job.job_id})
+                return paused
+            job = self._read_again(job)
+        raise _changed_concurrently(job)
+
+    def resume(self, job: Job) -> Job:
+        """PAUSED → SCHEDULED (see the module's notes). Resuming a scheduled job changes nothing."""
+        for _ in range(CHANGE_TRIES):
+            if job.status is JobStatus.SCHEDULED:
+                return job
+            _refuse_ended(job, "resumed")
+            now = self._clock.now()
+            plan = plan_resume(job, self._store.recent_runs(job.job_id, RESUME_WINDOW), now)
+            # Before the job is scheduled again, so a late message cannot start one of them.
+            for run in plan.stopped:
+                self._store.cancel_run_if_not_started(run, now)
+            catch_up = self._new_run(job, Trigger.SCHEDULE, now) if plan.catch_up else None
+            resumed = job.model_copy(
+                update={
+                    "status": plan.status,
+                    "next_fire_at": plan.next_fire_at,
+                    "paused_at": None,
+                    "version": job.version + 1,
+                    "updated_at": now,
+                }
+            )
+            if self._store.update_job_if_unchanged(job, resumed, now, catch_up):
+                logger.info(
+                    "job resumed",
+                    extra={"job_id": job.job_id, "catch_up_run": catch_up.run_id if catch_up else None},
+                )
+                if catch_up is not None:
+                    self._lifecycle.send_new(catch_up)
+                if resumed.status is JobStatus.SCHEDULED:
+                    resumed = self._dispatcher.claim_and_enqueue(resumed, now).job
+                return resumed
+            job = self._read_again(job)
+        raise _changed_concurrently(job)
+
+    # --- trigger -------------------------------------------------------------------------
+
+    def trigger(self, job: Job) -> Run:
+        """One run now, `trigger: MANUAL`, through the queues like any other (retries, DLQ);
+        the schedule is left as it is. A paused job may be triggered: its manual runs go on."""
+        _refuse_ended(job, "triggered")
+        now = self._clock.now()
+        for _ in range(CHANGE_TRIES):
+            run = self._new_run(job, Trigger.MANUAL, now)
+            if self._store.put_run_if_absent(run, now):
+                logger.info("job triggered by hand", extra={"job_id": job.job_id, "run_id": run.run_id})
+                metrics.add_metric(name="RunsTriggered", unit="Count", value=1)
+                self._lifecycle.send_new(run)
+                return run
+        raise _changed_concurrently(job)
+
+    def _new_run(self, job: Job, trigger: Trigger, now: datetime) -> Run:
+        """A run of `job` due now that is no firing's: its time (and id) is now's millisecond,
+        or the first one after it that neither the schedule fires at nor a run holds. A later
+        claim of a firing then never finds its run's key taken."""
+        when = from_ms(to_ms(now))
+        for _ in range(FREE_TIME_TRIES):
+            if not is_firing(job, when) and self._store.get_run(job.job_id, to_ms(when)) is None:
+                break
+            when += _ONE_MS
+        else:
+            raise _changed_concurrently(job)
+        return Run(
+            run_id=keys.run_id(job.job_id, to_ms(when)),
+            job_id=job.job_id,
+            status=RunStatus.PENDING,
+            trigger=trigger,
+            scheduled_for=when,
+            priority=job.priority,
+            # Its timer: if it has not started by then, its message is sent again.
+            due_at=self._lifecycle.sent_timer(when, now),
+        )
+
+    # --- patch ---------------------------------------------------------------------------
+
+    def update(self, job: Job, patch: JobPatch, if_match: int | None = None) -> Job:
+        """Apply `patch` to a SCHEDULED or PAUSED job, as one new version. A new schedule gives
+        the job its first firing after now; runs already claimed at a time the new schedule
+        also fires at keep their place, the others (not started yet) are cancelled. Runs use
+        the job as it is when they start, so a new target or payload reaches them too.
+        `if_match`: the version the caller read; another one is a 412."""
+        changes = patch.changes()
+        for _ in range(CHANGE_TRIES):
+            if if_match is not None and job.version != if_match:
+                raise PreconditionFailed(
+                    f"job '{job.job_id}' is at version {job.version}, not {if_match}; read it again"
+                )
+            _refuse_ended(job, "changed")
+            if not changes:
+                return job
+            now = self._clock.now()
+            # The job as patched must be a job one could create: the same rules, field by field.
+            request = JobCreate.model_validate(
+                {name: getattr(job, name) for name in JobCreate.model_fields} | changes
+            )
+            self._check_request(request)
+            updated = job.model_copy(
+                update={name: getattr(request, name) for name in JobCreate.model_fields}
+                | {"version": job.version + 1, "updated_at": now}
+            )
+            rescheduled = request.schedule != job.schedule
+            stale: list[Run] = []
+            if rescheduled:
+                updated, stale = self._reschedule(updated, now)
+            if self._store.update_job_if_unchanged(job, updated, now):
+                for run in stale:
+                    self._store.cancel_run_if_not_started(run, now)
+                logger.info("job changed", extra={"job_id": job.job_id, "fields": sorted(changes)})
+                if rescheduled and updated.status is JobStatus.SCHEDULED:
+                    updated = self._dispatcher.claim_and_enqueue(updated, now).job
+                return updated
+            if if_match is not None:
+                raise PreconditionFailed(f"job '{job.job_id}' changed meanwhile; read it again")
+            job = self._read_again(job)
+        raise _changed_concurrently(job)
+
+    def _reschedule(self, job: Job, now: datetime) -> tuple[Job, list[Run]]:
+        """`job` with its new schedule's first firing after now that no run holds yet (one
+        already claimed keeps its place), and the runs claimed for times it does not fire at."""
+        first = self._first_firing(job.schedule, job.created_at, now)
+        claimed = self._store.recent_runs(job.job_id, CLAIMED_WINDOW, after=min(first, now) - _ONE_MS)
+        taken = {run.scheduled_for for run in claimed}
+        next_fire_at: datetime | None = first
+        while next_fire_at is not None and next_fire_at in taken:
+            next_fire_at = following_firing(job, next_fire_at)
+        job = job.model_copy(update={"next_fire_at": next_fire_at})
+        stale = [
+            run
+            for run in claimed
+            if run.status is RunStatus.PENDING
+            and run.trigger is Trigger.SCHEDULE
+            and run.scheduled_for > now
+            and not is_firing(job, run.scheduled_for)
+        ]
+        return job, stale
+
+    # --- cancel --------------------------------------------------------------------------
+
+    def cancel_waiting_runs(self, job_id: str) -> int:
+        """Cancel at once the waiting (PENDING, RETRYING) runs among the job's newest
+        `CANCEL_SWEEP`; returns how many. Those already started finish or are stopped by their
+        worker, which reads the job before it calls the target."""
+        now = self._clock.now()
+        waiting = self._store.recent_runs(job_id, CANCEL_SWEEP, statuses=run_state.WAITING)
+        return sum(1 for run in waiting if self._store.cancel_run_if_not_started(run, now))
+
+    def _read_again(self, job: Job) -> Job:
+        current = self._store.get_job(job.job_id)
+        if current is None:  # jobs are never deleted; a vanished one is a bug worth a 500
+            raise RuntimeError(f"job '{job.job_id}' vanished")
+        return current
+
+
+def _refuse_ended(job: Job, verb: str) -> None:
+    if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+        raise Conflict(f"job '{job.job_id}' is {job.status}; it cannot be {verb}")
+
+
+def _changed_concurrently(job: Job) -> Conflict:
+    return Conflict(f"job '{job.job_id}' kept changing while this request ran; try again")

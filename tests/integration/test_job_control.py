@@ -1,0 +1,616 @@
+"""Changing a job after its creation, through the real handlers on moto: pause, resume,
+trigger, PATCH, the cancel of waiting runs, and the run history's and job listing's filters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler_core import store as store_module
+from scheduler_core.store import DynamoJobStore
+from tests.support.events import BOB
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+MINUTE = timedelta(minutes=1)
+
+
+def iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def http_job(receiver: WebhookReceiver, **schedule: str) -> dict[str, Any]:
+    return {
+        "name": "ping",
+        "schedule": schedule,
+        "target": {"type": "HTTP", "url": receiver.url},
+        "payload": {"n": 1},
+    }
+
+
+def job_of(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
+    reply = cloud.call("GET", f"/v1/jobs/{job_id}")
+    assert reply.status == 200, reply.body
+    job: dict[str, Any] = reply.body
+    return job
+
+
+def runs_of(cloud: SchedulerHarness, job_id: str, query: str = "") -> list[dict[str, Any]]:
+    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs{query}")
+    assert reply.status == 200, reply.body
+    runs: list[dict[str, Any]] = reply.body["items"]
+    return runs
+
+
+def post(cloud: SchedulerHarness, job_id: str, action: str, status: int = 200) -> Any:
+    reply = cloud.call("POST", f"/v1/jobs/{job_id}/{action}")
+    assert reply.status == status, reply.body
+    return reply.body
+
+
+def next_minute(clock: FrozenClock) -> datetime:
+    now = clock.now()
+    return now.replace(second=0, microsecond=0) + MINUTE
+
+
+def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
+    store = cloud.jobs._store
+    assert isinstance(store, DynamoJobStore)
+    return store
+
+
+# --- pause ------------------------------------------------------------------------------------
+
+
+def test_pause_takes_the_job_out_of_the_due_index_and_pausing_again_changes_nothing(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))  # next at 11:00, not claimed yet
+
+    paused = post(cloud, job["job_id"], "pause")
+    assert paused["status"] == "PAUSED"
+    assert paused["next_fire_at"] is None
+    assert paused["paused_at"] == iso(clock.now())
+    assert paused["version"] == job["version"] + 1
+    again = post(cloud, job["job_id"], "pause")
+    assert again == paused  # idempotent: same version, same pause time
+
+    clock.move_to(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))
+    assert sum(len(report.claimed) for report in cloud.poll()) == 0
+    cloud.deliver()
+    assert receiver.requests == []
+    assert runs_of(cloud, job["job_id"]) == []
+
+
+def test_a_run_claimed_before_the_pause_is_cancelled_when_its_time_comes_while_paused(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(seconds=20)
+    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # claimed and queued at create
+    post(cloud, job["job_id"], "pause")
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    assert receiver.requests == []
+    [run] = runs_of(cloud, job["job_id"])
+    assert run["status"] == "CANCELLED"
+
+
+def test_pausing_a_cancelled_or_completed_job_is_a_409(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cancelled = cloud.create(http_job(receiver, cron="0 * * * *"))
+    cloud.call("DELETE", f"/v1/jobs/{cancelled['job_id']}")
+    fire_at = clock.now() + timedelta(seconds=10)
+    completed = cloud.create(http_job(receiver, at=iso(fire_at)))
+    clock.move_to(fire_at)
+    cloud.deliver()
+    assert job_of(cloud, completed["job_id"])["status"] == "COMPLETED"
+
+    for job in (cancelled, completed):
+        for action in ("pause", "resume", "trigger"):
+            reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/{action}")
+            assert reply.status == 409, (action, reply.body)
+            assert reply.body["error"]["code"] == "CONFLICT"
+
+
+# --- resume -----------------------------------------------------------------------------------
+
+
+def test_firings_missed_while_paused_fire_once_at_the_resume(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed at create
+    job_id = job["job_id"]
+    post(cloud, job_id, "pause")
+
+    # Nine minute marks pass; the two claimed runs come and are cancelled, nothing else fires.
+    clock.move_to(datetime(2026, 11, 21, 10, 10, 15, tzinfo=UTC))
+    assert cloud.deliver() == 2
+    assert sum(len(report.claimed) for report in cloud.poll()) == 0
+    assert receiver.requests == []
+
+    resumed = post(cloud, job_id, "resume")
+    assert resumed["status"] == "SCHEDULED"
+    assert resumed["paused_at"] is None
+    now = clock.now()
+    assert cloud.deliver() == 1
+    [request] = receiver.requests
+    catch_up = f"{job_id}:{ms(now)}"
+    assert request.headers["x-scheduler-run-id"] == catch_up
+    # The schedule carries on from its first firing after the resume (claimed at once: due soon).
+    assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 13, tzinfo=UTC))
+    runs = runs_of(cloud, job_id)
+    assert [(r["run_id"], r["status"], r["trigger"]) for r in runs] == [
+        (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 12, tzinfo=UTC))}", "PENDING", "SCHEDULE"),
+        (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 11, tzinfo=UTC))}", "PENDING", "SCHEDULE"),
+        (catch_up, "SUCCEEDED", "SCHEDULE"),
+        (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 2, tzinfo=UTC))}", "CANCELLED", "SCHEDULE"),
+        (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 1, tzinfo=UTC))}", "CANCELLED", "SCHEDULE"),
+    ]
+    # Resuming again changes nothing, and fires nothing more.
+    assert post(cloud, job_id, "resume")["version"] == job_of(cloud, job_id)["version"]
+    assert cloud.deliver() == 0
+
+
+def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+    post(cloud, job["job_id"], "pause")
+    clock.advance(10)
+    resumed = post(cloud, job["job_id"], "resume")
+    assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 3, tzinfo=UTC))
+
+    clock.move_to(datetime(2026, 11, 21, 10, 2, 0, tzinfo=UTC))
+    assert cloud.deliver() == 2
+    assert sorted(r.headers["x-scheduler-scheduled-for"] for r in receiver.requests) == [
+        "2026-11-21T10:01:00.000Z",
+        "2026-11-21T10:02:00.000Z",
+    ]
+
+
+def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_completes(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(minutes=10)
+    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    post(cloud, job["job_id"], "pause")
+
+    clock.move_to(fire_at + timedelta(minutes=5))
+    cloud.poll()
+    cloud.deliver()
+    assert receiver.requests == []
+    resumed = post(cloud, job["job_id"], "resume")
+    assert resumed["status"] == "SCHEDULED"
+    assert resumed["next_fire_at"] is None
+    assert cloud.deliver() == 1
+    assert len(receiver.requests) == 1
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
+
+
+def test_a_one_off_whose_run_ended_while_paused_completes_at_the_resume(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(seconds=10)
+    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    clock.move_to(fire_at)
+    # The run is started (taken early) before the pause lands, and delivered after it: its
+    # worker read the job before the pause.
+    executor = cloud.executor
+    original = executor._store.get_job
+    reads: list[int] = []
+
+    def pause_after_the_last_read(job_id: str) -> Any:
+        found = original(job_id)
+        reads.append(1)
+        if len(reads) == 2:  # the worker's read just before the call
+            post(cloud, job["job_id"], "pause")
+        return found
+
+    executor._store.get_job = pause_after_the_last_read  # type: ignore[method-assign]
+    try:
+        assert cloud.deliver() == 1
+    finally:
+        executor._store.get_job = original  # type: ignore[method-assign]
+    assert len(receiver.requests) == 1
+    assert job_of(cloud, job["job_id"])["status"] == "PAUSED"
+
+    resumed = post(cloud, job["job_id"], "resume")
+    assert resumed["status"] == "COMPLETED"
+    assert cloud.deliver() == 0
+    assert len(receiver.requests) == 1
+
+
+# --- trigger ----------------------------------------------------------------------------------
+
+
+def test_trigger_runs_the_job_now_through_the_queue_and_leaves_its_schedule(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *") | {"priority": "HIGH"})
+    clock.advance(5)
+    now = clock.now()
+
+    run = post(cloud, job["job_id"], "trigger", status=202)
+    assert run["run_id"] == f"{job['job_id']}:{ms(now)}"
+    assert run["trigger"] == "MANUAL"
+    assert run["status"] == "PENDING"
+    assert run["scheduled_for"] == iso(now)
+    after = job_of(cloud, job["job_id"])
+    assert (after["next_fire_at"], after["version"]) == (job["next_fire_at"], job["version"])
+
+    assert cloud.deliver() == 1
+    [request] = receiver.requests
+    assert request.headers["x-scheduler-run-id"] == run["run_id"]
+    assert request.headers["idempotency-key"] == run["run_id"]
+    done = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{run['run_id']}").body
+    assert (done["status"], done["trigger"], done["attempt"]) == ("SUCCEEDED", "MANUAL", 1)
+    assert done["lateness_ms"] == 0
+    assert job_of(cloud, job["job_id"])["status"] == "SCHEDULED"
+
+
+def test_a_manual_run_never_takes_the_id_of_a_firing(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="*/5 * * * *"))  # next 10:05, not claimed yet
+    firing = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+    clock.move_to(firing)  # no poll ran: the firing is due and unclaimed
+
+    run = post(cloud, job["job_id"], "trigger", status=202)
+    assert run["run_id"] == f"{job['job_id']}:{ms(firing) + 1}"
+    cloud.poll()  # the firing is claimed under its own id
+    assert {r["run_id"] for r in runs_of(cloud, job["job_id"])} == {
+        run["run_id"],
+        f"{job['job_id']}:{ms(firing)}",
+    }
+    again = post(cloud, job["job_id"], "trigger", status=202)  # the same millisecond again
+    assert again["run_id"] == f"{job['job_id']}:{ms(firing) + 2}"
+
+
+def test_a_paused_job_can_be_triggered_and_its_manual_run_goes_on(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    post(cloud, job["job_id"], "pause")
+    run = post(cloud, job["job_id"], "trigger", status=202)
+
+    assert cloud.deliver() == 1
+    assert [r.headers["x-scheduler-run-id"] for r in receiver.requests] == [run["run_id"]]
+    assert job_of(cloud, job["job_id"])["status"] == "PAUSED"
+
+
+def test_a_manual_run_of_a_one_off_does_not_complete_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(seconds=30)
+    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # claimed: nothing left to fire
+    post(cloud, job["job_id"], "trigger", status=202)
+    cloud.deliver()
+    assert len(receiver.requests) == 1
+    assert job_of(cloud, job["job_id"])["status"] == "SCHEDULED"
+    clock.move_to(fire_at)
+    cloud.deliver()
+    assert len(receiver.requests) == 2
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
+
+
+# --- PATCH ------------------------------------------------------------------------------------
+
+
+def test_a_run_in_flight_delivers_the_job_as_patched(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(seconds=30)
+    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # its run is on the queue already
+    patch = {
+        "payload": {"n": 2},
+        "target": {"type": "HTTP", "url": f"{receiver.url}/v2", "method": "PUT"},
+        "name": "renamed",
+    }
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", patch)
+    assert reply.status == 200, reply.body
+    assert reply.body["version"] == job["version"] + 1
+    assert reply.body["name"] == "renamed"
+    assert reply.body["schedule"] == job["schedule"]
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    [request] = receiver.requests
+    assert (request.method, request.path, request.body) == ("PUT", "/hook/v2", {"n": 2})
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
+
+
+def test_a_new_schedule_moves_the_job_in_the_due_index_and_drops_claims_it_does_not_fire_at(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+    job_id = job["job_id"]
+
+    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"cron": "*/2 * * * *"}})
+    assert reply.status == 200, reply.body
+    # 10:02 is a firing of the new schedule too: its run keeps its place. 10:04 is next; it
+    # is beyond the lookahead, so it waits in the due index.
+    assert reply.body["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 4, tzinfo=UTC))
+    runs = {r["scheduled_for"]: r["status"] for r in runs_of(cloud, job_id)}
+    assert runs == {"2026-11-21T10:02:00.000Z": "PENDING", "2026-11-21T10:01:00.000Z": "CANCELLED"}
+
+    clock.move_to(datetime(2026, 11, 21, 10, 4, tzinfo=UTC))
+    cloud.poll()
+    cloud.deliver()
+    assert [r.headers["x-scheduler-scheduled-for"] for r in receiver.requests] == [
+        "2026-11-21T10:02:00.000Z",
+        "2026-11-21T10:04:00.000Z",
+    ]
+
+
+def test_a_new_schedule_due_within_the_lookahead_is_claimed_at_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    fire_at = clock.now() + timedelta(seconds=40)
+
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"at": iso(fire_at)}})
+    assert reply.status == 200, reply.body
+    assert reply.body["next_fire_at"] is None  # claimed
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
+
+
+def test_a_patch_racing_a_claim_neither_loses_nor_doubles_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = cloud.create(http_job(receiver, cron="*/5 * * * *"))  # next 10:05
+    clock.move_to(datetime(2026, 11, 21, 10, 3, 30, tzinfo=UTC))
+    store = store_of(cloud)
+    original = store.update_job_if_unchanged
+    writes: list[int] = []
+
+    def claim_first(*args: Any, **kwargs: Any) -> bool:
+        writes.append(1)
+        if len(writes) == 1:
+            cloud.poll()  # a poller claims 10:05 between the PATCH's read and its write
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "update_job_if_unchanged", claim_first)
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"payload": {"n": 3}})
+
+    assert reply.status == 200, reply.body
+    assert len(writes) == 2  # the first write lost to the claim; read again, it won
+    assert reply.body["version"] == job["version"] + 2
+    assert reply.body["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 10, tzinfo=UTC))
+    clock.move_to(datetime(2026, 11, 21, 10, 5, tzinfo=UTC))
+    cloud.poll()
+    cloud.deliver()
+    assert [r.body for r in receiver.requests] == [{"n": 3}]
+
+
+def test_if_match_names_the_version_the_patch_applies_to(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    path = f"/v1/jobs/{job['job_id']}"
+
+    stale = cloud.call("PATCH", path, {"name": "b"}, headers={"If-Match": f'"{job["version"] - 1}"'})
+    assert stale.status == 412, stale.body
+    assert stale.body["error"]["code"] == "PRECONDITION_FAILED"
+    fresh = cloud.call("PATCH", path, {"name": "b"}, headers={"If-Match": f'"{job["version"]}"'})
+    assert fresh.status == 200, fresh.body
+    assert fresh.body["name"] == "b"
+    assert cloud.call("PATCH", path, {"name": "c"}, headers={"if-match": "*"}).status == 200
+
+
+def test_patching_a_cancelled_or_completed_job_is_a_409(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"name": "again"})
+    assert reply.status == 409, reply.body
+    assert reply.body["error"]["code"] == "CONFLICT"
+    assert "CANCELLED" in reply.body["error"]["message"]
+
+
+def test_a_paused_job_takes_a_new_schedule_and_resumes_on_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    post(cloud, job["job_id"], "pause")
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"cron": "30 10 * * *"}})
+    assert reply.status == 200, reply.body
+    assert (reply.body["status"], reply.body["next_fire_at"]) == ("PAUSED", None)
+
+    resumed = post(cloud, job["job_id"], "resume")  # at 10:00:30, before 10:30: nothing missed
+    assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 30, tzinfo=UTC))
+    assert runs_of(cloud, job["job_id"]) == []
+
+
+def test_another_tenant_cannot_change_a_job(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    path = f"/v1/jobs/{job['job_id']}"
+    assert cloud.call("PATCH", path, {"name": "x"}, caller=BOB).status == 404
+    for action in ("pause", "resume", "trigger"):
+        assert cloud.call("POST", f"{path}/{action}", caller=BOB).status == 404
+    assert job_of(cloud, job["job_id"]) == job
+
+
+# --- cancel -----------------------------------------------------------------------------------
+
+
+def test_cancel_cancels_the_waiting_runs_at_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+
+    cancelled = cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
+    assert cancelled.status == 200
+    assert [r["status"] for r in runs_of(cloud, job["job_id"])] == ["CANCELLED", "CANCELLED"]
+    clock.move_to(datetime(2026, 11, 21, 10, 3, tzinfo=UTC))
+    assert cloud.deliver() == 2  # their messages come and are dropped
+    assert receiver.requests == []
+
+
+# --- run history and listing filters ----------------------------------------------------------
+
+
+def test_runs_filter_by_status_newest_first_across_pages(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *") | {"retry": {"max_attempts": 1}})
+    job_id = job["job_id"]
+    triggered = []
+    for status in (500, 200, 500, 200, 200):
+        receiver.respond_with(status)
+        triggered.append((post(cloud, job_id, "trigger", status=202)["run_id"], status))
+        cloud.deliver()
+        clock.advance(1)
+
+    failed = runs_of(cloud, job_id, "?status=FAILED")
+    assert [r["run_id"] for r in failed] == [run for run, code in reversed(triggered) if code == 500]
+    assert all(r["response_code"] == 500 and r["error"] for r in failed)
+    succeeded: list[str] = []
+    cursor = None
+    while True:
+        page = cloud.call(
+            "GET",
+            f"/v1/jobs/{job_id}/runs?status=SUCCEEDED&limit=2" + (f"&cursor={cursor}" if cursor else ""),
+        ).body
+        succeeded += [r["run_id"] for r in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert succeeded == [run for run, code in reversed(triggered) if code == 200]
+    first = runs_of(cloud, job_id, "?status=SUCCEEDED")[0]
+    shown = ("scheduled_for", "started_at", "finished_at", "lateness_ms", "attempt", "trigger", "error")
+    assert set(shown) <= set(first)
+
+
+def test_jobs_filter_by_name_prefix_and_status(cloud: SchedulerHarness, clock: FrozenClock) -> None:
+    def create(name: str) -> str:
+        clock.advance(1)
+        job_id: str = cloud.create(
+            {
+                "name": name,
+                "schedule": {"rate": "1 hour"},
+                "target": {"type": "HTTP", "url": "https://x.test/"},
+            }
+        )["job_id"]
+        return job_id
+
+    billing = [create(f"billing-{i}") for i in range(3)]
+    create("reports-1")
+    cloud.call("POST", f"/v1/jobs/{billing[1]}/pause")
+
+    names = [j["name"] for j in cloud.call("GET", "/v1/jobs?name_prefix=billing-").body["items"]]
+    assert names == ["billing-2", "billing-1", "billing-0"]
+    paused = cloud.call("GET", "/v1/jobs?name_prefix=billing&status=PAUSED").body["items"]
+    assert [j["job_id"] for j in paused] == [billing[1]]
+    assert cloud.call("GET", "/v1/jobs?name_prefix=Billing").body["items"] == []  # case matters
+
+
+def test_a_filtered_listing_reads_a_bounded_number_of_items_per_page(
+    cloud: SchedulerHarness, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(8):
+        clock.advance(1)
+        name = "match" if i in (1, 6) else f"other-{i}"
+        cloud.create(
+            {
+                "name": name,
+                "schedule": {"rate": "1 hour"},
+                "target": {"type": "HTTP", "url": "https://x.test/"},
+            }
+        )
+    monkeypatch.setattr(store_module, "FILTERED_READ_BUDGET", 3)
+
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        page = cloud.call(
+            "GET", "/v1/jobs?name_prefix=match&limit=10" + (f"&cursor={cursor}" if cursor else "")
+        ).body
+        pages.append([j["name"] for j in page["items"]])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    # 8 items, 3 read per page: short pages (even empty ones) until the listing ends.
+    assert len(pages) == 3
+    assert [name for page in pages for name in page] == ["match", "match"]
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        pytest.param({"name": ""}, "name", id="empty name"),
+        pytest.param({"name": None}, "name", id="null name"),
+        pytest.param({"schedule": None}, "schedule", id="null schedule"),
+        pytest.param({"surprise": 1}, "surprise", id="unknown field"),
+        pytest.param({"schedule": {"cron": "61 * * * *"}}, "schedule.cron", id="bad cron"),
+        pytest.param({"schedule": {}}, "schedule", id="no schedule kind"),
+        pytest.param({"target": {"type": "FTP"}}, "target.type", id="unknown target type"),
+        pytest.param({"target": {"type": "HTTP", "url": "ftp://x"}}, "target.url", id="non-http url"),
+        pytest.param({"priority": "URGENT"}, "priority", id="unknown priority"),
+        pytest.param({"retry": {"max_attempts": 0}}, "retry.max_attempts", id="no attempts"),
+    ],
+)
+def test_a_bad_patch_is_a_400_naming_the_field(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, body: dict[str, Any], field: str
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", body)
+    assert reply.status == 400, reply.body
+    assert reply.body["error"]["code"] == "VALIDATION_ERROR"
+    assert field in [d["field"] for d in reply.body["error"]["details"]], reply.body
+    assert job_of(cloud, job["job_id"]) == job
+
+
+def test_a_patch_the_service_refuses_names_the_field(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    path = f"/v1/jobs/{job['job_id']}"
+    cases = [
+        ({"schedule": {"at": "2020-01-01T00:00:00Z"}}, 422, "schedule.at"),
+        ({"schedule": {"cron": "0 0 30 2 *"}}, 422, "schedule.cron"),
+        ({"target": {"type": "SQS", "queue_url": cloud.settings.queue_url_normal}}, 400, "target.queue_url"),
+    ]
+    for body, status, field in cases:
+        reply = cloud.call("PATCH", path, body)
+        assert reply.status == status, (body, reply.body)
+        assert field in [d["field"] for d in reply.body["error"]["details"]], reply.body
+    bad_tag = cloud.call("PATCH", path, {"name": "x"}, headers={"If-Match": "yesterday"})
+    assert bad_tag.status == 400
+    assert [d["field"] for d in bad_tag.body["error"]["details"]] == ["If-Match"]
+    assert job_of(cloud, job["job_id"]) == job
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/runs?status=SLEEPING", "status"),
+        ("/runs?limit=0", "limit"),
+    ],
+)
+def test_bad_run_filters_are_a_400(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, path: str, field: str
+) -> None:
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    reply = cloud.call("GET", f"/v1/jobs/{job['job_id']}{path}")
+    assert reply.status == 400, reply.body
+    assert field in [d["field"] for d in reply.body["error"]["details"]]
+
+
+def test_a_name_prefix_longer_than_a_name_is_a_400(cloud: SchedulerHarness) -> None:
+    reply = cloud.call("GET", "/v1/jobs?name_prefix=" + "n" * 201)
+    assert reply.status == 400, reply.body
+    assert "name_prefix" in [d["field"] for d in reply.body["error"]["details"]]
