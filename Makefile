@@ -48,7 +48,8 @@ PORT ?= 8080
 run: install
 	$(PY) -m infra.local --port $(PORT)
 
-# Fire lateness, dispatch overhead and requests per run; prints tables, writes bench-results/latest.json.
+# Fire lateness, dispatch overhead, requests per run and start latency per priority under
+# pressure; prints tables, writes bench-results/latest.json.
 bench: install
 	$(PY) -m bench
 

@@ -1,6 +1,7 @@
 """`python -m bench` (`make bench`): fire lateness on the local cloud, dispatch overhead
-against a plain boto3 floor, and AWS requests per run. Prints a table per part and writes
-every figure as JSON. A part that fails is reported and the others still run."""
+against a plain boto3 floor, AWS requests per run, and start latency per priority when the
+worker's capacity is short. Prints a table per part and writes every figure as JSON. A part
+that fails is reported and the others still run."""
 
 from __future__ import annotations
 
@@ -18,14 +19,16 @@ from typing import Any, NoReturn
 from bench.api_calls import measure_requests, print_requests, requests_headline
 from bench.dispatch import dispatch_headline, measure_dispatch, print_dispatch
 from bench.lateness import lateness_headline, measure_lateness, print_lateness
+from bench.priorities import measure_priorities, print_priorities, priorities_headline
 from bench.report import describe_machine, machine
 from bench.stack import BenchStack
 
-PARTS = ("lateness", "dispatch", "requests")
+PARTS = ("lateness", "dispatch", "requests", "priorities")
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "lateness": lateness_headline,
     "dispatch": dispatch_headline,
     "requests": requests_headline,
+    "priorities": priorities_headline,
 }
 
 
@@ -46,13 +49,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--margin-seconds",
         type=float,
         default=60,
-        help="fire lateness: how long to wait for late runs after the last fire time (60)",
+        help="fire lateness and priorities: how long to wait for late runs after the last fire time (60)",
     )
     parser.add_argument(
         "--dispatch-jobs", type=_positive, default=200, help="dispatch overhead: due jobs per poll (200)"
     )
     parser.add_argument(
         "--request-runs", type=_positive, default=10, help="requests per run: one-off runs per path (10)"
+    )
+    parser.add_argument(
+        "--low-jobs",
+        type=_positive,
+        default=300,
+        help="priorities: LOW one-off jobs due in the same second (300)",
+    )
+    parser.add_argument(
+        "--high-jobs", type=_positive, default=30, help="priorities: HIGH jobs due in that second too (30)"
+    )
+    parser.add_argument(
+        "--target-delay-seconds",
+        type=float,
+        default=1.0,
+        help="priorities: the receiver answers each call this long after it arrived (1.0)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"), help="JSON figures")
     parser.add_argument("--only", choices=PARTS, help="run one part only")
@@ -148,6 +166,20 @@ def run(args: argparse.Namespace) -> int:
                 args.jobs, args.spread_seconds, args.lead_seconds, args.margin_seconds, log
             ),
             print_lateness,
+        )
+    if "priorities" in parts:
+        log = args.out.parent / "local-cloud-priorities.log"
+        print(
+            f"\nstarting the local cloud (its output: {log}); {args.low_jobs} LOW and {args.high_jobs} HIGH "
+            f"jobs due in one second, targets answering after {args.target_delay_seconds:g} s; "
+            "this part takes a few minutes…"
+        )
+        results["priorities"] = run_part(
+            "priorities under pressure",
+            lambda: measure_priorities(
+                args.low_jobs, args.high_jobs, args.target_delay_seconds, args.margin_seconds, log
+            ),
+            print_priorities,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -74,6 +74,7 @@ def create_job(
     at_ms: int,
     name: str = "bench-lateness",
     retry: dict[str, float] | None = None,
+    priority: str | None = None,
 ) -> Created:
     body: dict[str, Any] = {
         "name": f"{name}-{index}",
@@ -83,6 +84,8 @@ def create_job(
     }
     if retry is not None:
         body["retry"] = retry
+    if priority is not None:
+        body["priority"] = priority
     request = urllib.request.Request(
         f"{api_url}/v1/jobs",
         data=json.dumps(body).encode(),

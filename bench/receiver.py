@@ -1,5 +1,6 @@
 """A webhook receiver on loopback that answers 200 (or, with a failure rate, 500 to that
-share of calls at random) and records when each delivery arrived and what it was answered.
+share of calls at random), after a delay if asked (a slow target), and records when each
+delivery arrived and what it was answered.
 
 `Receiver` runs in the calling process (enough for counting requests). `ReceiverProcess`
 runs the same server in a process of its own, so arrival times are taken on a clock and
@@ -49,10 +50,15 @@ class _Server(ThreadingHTTPServer):
 
 class Receiver:
     """Answers every request with 200, or a `fail_rate` share of them at random with 500,
-    and hands each arrival to `record`."""
+    `delay_seconds` after it arrived (each request on a thread of its own, so slow answers
+    do not delay the next arrivals), and hands each arrival to `record`."""
 
     def __init__(
-        self, record: Callable[[Arrival], None], fail_rate: float = 0.0, seed: int | None = None
+        self,
+        record: Callable[[Arrival], None],
+        fail_rate: float = 0.0,
+        seed: int | None = None,
+        delay_seconds: float = 0.0,
     ) -> None:
         draw = random.Random(seed)
         lock = threading.Lock()
@@ -70,6 +76,8 @@ class Receiver:
                 if length:
                     self.rfile.read(length)
                 status = answer()
+                if delay_seconds > 0:
+                    time.sleep(max(0.0, arrived_ms / 1000 + delay_seconds - time.time()))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -116,8 +124,15 @@ def _die_with_parent() -> None:
 class ReceiverProcess:
     """`Receiver` in a child process; `arrivals()` is what it has reported so far."""
 
-    def __init__(self, start_timeout: float = 30, fail_rate: float = 0.0, seed: int | None = None) -> None:
-        options = ["--fail-rate", str(fail_rate)] + (["--seed", str(seed)] if seed is not None else [])
+    def __init__(
+        self,
+        start_timeout: float = 30,
+        fail_rate: float = 0.0,
+        seed: int | None = None,
+        delay_seconds: float = 0.0,
+    ) -> None:
+        options = ["--fail-rate", str(fail_rate), "--delay-seconds", str(delay_seconds)]
+        options += ["--seed", str(seed)] if seed is not None else []
         self._process = subprocess.Popen(
             [sys.executable, "-m", "bench.receiver", *options],
             stdout=subprocess.PIPE,
@@ -170,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.receiver", description=__doc__)
     parser.add_argument("--fail-rate", type=float, default=0.0, help="share of calls answered 500 (0)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the failure draws")
+    parser.add_argument(
+        "--delay-seconds", type=float, default=0.0, help="answer each call this long after it arrived (0)"
+    )
     args = parser.parse_args(argv)
     lock = threading.Lock()
 
@@ -178,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout.write(json.dumps(dataclasses.asdict(arrival)) + "\n")
             sys.stdout.flush()
 
-    receiver = Receiver(report, args.fail_rate, args.seed)
+    receiver = Receiver(report, args.fail_rate, args.seed, args.delay_seconds)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"{READY}{receiver.port}", flush=True)
     receiver.serve_forever()

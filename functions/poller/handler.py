@@ -32,6 +32,7 @@ def handler(
         "claimed": len(report.claimed),
         "lost_races": report.lost_races,
         "contended": report.contended,
+        "skipped": report.skipped,  # jobs moved past missed firings, none of which ran (misfire)
         "unsent": len(report.unsent),
         "watched": report.watched,
         "watermark_ms": report.watermark_ms,

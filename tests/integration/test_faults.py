@@ -17,6 +17,9 @@ from scheduler_core.store import DynamoJobStore
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 
+# Runs of one job that come due together (late ones with the current one) run side by side.
+ALLOW_OVERLAP: dict[str, Any] = {"concurrency": {"overlap": "ALLOW"}}
+
 
 def mark(when: datetime) -> str:
     return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -30,7 +33,8 @@ def test_a_cron_missed_through_an_outage_fires_once_at_its_newest_mark(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     cloud.poll()  # the deployed poller has run: the shards' watermarks exist
-    job = cloud.create(hook(receiver, cron="* * * * *"))  # 10:00:30; 10:01 and 10:02 claimed at create
+    # 10:00:30; 10:01 and 10:02 claimed at create, then delivered together (ALLOW: both run).
+    job = cloud.create(hook(receiver, cron="* * * * *") | ALLOW_OVERLAP)
     clock.move_to(datetime(2026, 11, 21, 10, 2, 5, tzinfo=UTC))
     cloud.deliver()
     assert len(receiver.requests) == 2
@@ -85,7 +89,7 @@ def test_claims_made_before_a_throttle_are_still_enqueued_and_the_rest_waits(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     start = clock.now()  # 10:00:30; the create claims 10:01:30 and 10:02:30
-    job = cloud.create(hook(receiver, rate="1 minute") | {"name": "every-minute"})
+    job = cloud.create(hook(receiver, rate="1 minute") | {"name": "every-minute"} | ALLOW_OVERLAP)
     clock.move_to(start + timedelta(seconds=121))
     cloud.deliver()
     clock.move_to(start + timedelta(seconds=130))  # 10:03:30 and 10:04:30 are within the horizon

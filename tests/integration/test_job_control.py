@@ -162,7 +162,8 @@ def test_firings_missed_while_paused_fire_once_at_the_resume(
 def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+    # 10:01 and 10:02 claimed, then delivered together (overlap ALLOW: both run).
+    job = cloud.create(http_job(receiver, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}})
     post(cloud, job["job_id"], "pause")
     clock.advance(10)
     resumed = post(cloud, job["job_id"], "resume")
@@ -330,7 +331,8 @@ def test_a_run_in_flight_delivers_the_job_as_patched(
 def test_a_new_schedule_moves_the_job_in_the_due_index_and_drops_claims_it_does_not_fire_at(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+    # 10:01 and 10:02 claimed; 10:02 is delivered late, with 10:04 (overlap ALLOW: both run).
+    job = cloud.create(http_job(receiver, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}})
     job_id = job["job_id"]
 
     reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"cron": "*/2 * * * *"}})
@@ -614,3 +616,60 @@ def test_a_name_prefix_longer_than_a_name_is_a_400(cloud: SchedulerHarness) -> N
     reply = cloud.call("GET", "/v1/jobs?name_prefix=" + "n" * 201)
     assert reply.status == 400, reply.body
     assert "name_prefix" in [d["field"] for d in reply.body["error"]["details"]]
+
+
+# --- found in review: corners where a job could end stuck ----------------------------------
+
+
+def test_retrying_a_failed_run_of_a_paused_job_is_a_409_not_a_silent_cancel(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    """The worker cancels the runs of a paused job and a CANCELLED run is final, so a retry
+    accepted while paused would have thrown the run away."""
+    job = cloud.create(http_job(receiver, cron="* * * * *"))
+    post(cloud, job["job_id"], "pause")
+    receiver.respond_with(404)  # final at once: the manual run FAILS
+    post(cloud, job["job_id"], "trigger", 202)
+    cloud.deliver()
+    [manual] = [run for run in runs_of(cloud, job["job_id"]) if run["trigger"] == "MANUAL"]
+    assert manual["status"] == "FAILED"
+
+    reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/runs/{manual['run_id']}/retry")
+    assert reply.status == 409
+    assert "paused" in reply.body["error"]["message"]
+    assert runs_of(cloud, job["job_id"], "?status=FAILED")[0]["run_id"] == manual["run_id"]
+
+
+def test_patching_a_one_off_away_and_back_to_its_cancelled_time_is_a_409(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    at = clock.now() + timedelta(seconds=90)  # within the lookahead: claimed at create
+    job = cloud.create(http_job(receiver, at=iso(at)))
+    moved = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"at": iso(at + MINUTE)}})
+    assert moved.status == 200, moved.body
+
+    back = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"at": iso(at)}})
+    assert back.status == 409
+    assert "schedule" in back.body["error"]["message"]
+    assert job_of(cloud, job["job_id"])["next_fire_at"] == iso(at + MINUTE)  # unchanged, still fires
+
+
+def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    store = cloud.dispatcher._store
+    assert isinstance(store, DynamoJobStore)
+    broken = cloud.create(http_job(receiver, at=iso(clock.now() + timedelta(seconds=30))))
+    # Its job item becomes unreadable (stored under older, looser rules, say) while its run waits.
+    cloud.clients.dynamodb().update_item(
+        TableName=cloud.settings.jobs_table_name,
+        Key={"pk": {"S": f"JOB#{broken['job_id']}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="SET spec = :bad",
+        ExpressionAttributeValues={":bad": {"S": "{not json"}},
+    )
+    later = cloud.create(http_job(receiver, at=iso(clock.now() + timedelta(minutes=5))))
+    clock.advance(4 * 60)  # the broken run's resend timer is up; the later job is within reach
+
+    reports = cloud.poll()
+    assert sum(r.watched.get("error", 0) for r in reports) == 1
+    assert [run.job_id for r in reports for run in r.claimed] == [later["job_id"]]

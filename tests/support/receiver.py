@@ -27,6 +27,7 @@ class WebhookReceiver:
         self.requests: list[Received] = []
         self._statuses: deque[int] = deque()
         self._holds: deque[float] = deque()
+        self._gates: deque[threading.Event] = deque()
         self._lock = threading.Lock()
         self.hold_seconds = 0.0  # how long each request is held before the answer
         self.in_flight = 0
@@ -41,8 +42,11 @@ class WebhookReceiver:
                     receiver.in_flight += 1
                     receiver.max_in_flight = max(receiver.max_in_flight, receiver.in_flight)
                     hold = receiver._holds.popleft() if receiver._holds else receiver.hold_seconds
+                    gate = receiver._gates.popleft() if receiver._gates else None
                 if hold:
                     time.sleep(hold)
+                if gate is not None:
+                    gate.wait(timeout=30)
                 with receiver._lock:
                     receiver.in_flight -= 1
                     receiver.requests.append(
@@ -95,6 +99,22 @@ class WebhookReceiver:
         `hold_seconds` again: a target that hangs past the caller's timeout."""
         with self._lock:
             self._holds.extend(seconds)
+
+    def hold_until_released(self) -> threading.Event:
+        """Hold the next request (one per call) until the returned event is set, then answer
+        as usual: a target call that stays in flight for as long as a test needs."""
+        gate = threading.Event()
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
+    def wait_in_flight(self, count: int, timeout: float = 10.0) -> None:
+        """Return once `count` requests are being held (counted, not timed: the clock may be frozen)."""
+        for _ in range(int(timeout / 0.01)):
+            if self.in_flight >= count:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{self.in_flight} requests in flight, not {count}")
 
     def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
         """The requests once `count` have been recorded (a held request is recorded when its

@@ -26,6 +26,7 @@ S = RunStatus
         (S.PENDING, S.FAILED),  # the watchdog gives up before the run ever started
         (S.RETRYING, S.CANCELLED),
         (S.RETRYING, S.FAILED),
+        (S.RETRYING, S.SKIPPED),  # a retry that finds its job's running slots taken (overlap SKIP)
     ],
 )
 def test_allowed_transition(source: RunStatus, target: RunStatus) -> None:
@@ -37,9 +38,10 @@ def test_a_succeeded_run_never_moves_again(target: RunStatus) -> None:
     assert not can_transition(S.SUCCEEDED, target)
 
 
-@pytest.mark.parametrize("target", list(RunStatus))
-def test_a_cancelled_run_never_moves_again(target: RunStatus) -> None:
-    assert not can_transition(S.CANCELLED, target)
+def test_a_cancelled_run_only_comes_back_to_wait_again() -> None:
+    """A run its job's pause cancelled (never called its target) is brought back by a
+    CATCH_UP resume; a cancelled run never runs, succeeds or fails from there."""
+    assert [t for t in RunStatus if can_transition(S.CANCELLED, t)] == [S.PENDING]
 
 
 @pytest.mark.parametrize("target", list(RunStatus))
@@ -70,8 +72,9 @@ def test_a_run_starts_only_from_pending_or_retrying() -> None:
     assert sources_of(S.RUNNING) == {S.PENDING, S.RETRYING}
 
 
-def test_nothing_moves_back_to_pending() -> None:
-    assert sources_of(S.PENDING) == frozenset()
+def test_only_a_cancelled_run_moves_back_to_pending() -> None:
+    """A run its job's pause cancelled, brought back by a CATCH_UP resume; nothing else."""
+    assert sources_of(S.PENDING) == {S.CANCELLED}
 
 
 def test_only_a_running_run_can_succeed() -> None:

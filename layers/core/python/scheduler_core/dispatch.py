@@ -7,16 +7,18 @@ never waits in the due index for a firing the next poll could reach too late.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler_core import keys
+from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger
-from scheduler_core.observability import logger
+from scheduler_core.misfire import MisfirePolicy
+from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
+from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
-from scheduler_core.schedule import NeverFires, jittered, latest_fire_at_or_before, next_fire_after
+from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
@@ -35,6 +37,7 @@ class ClaimResult:
     runs: list[Run]
     job: Job  # the job as the last successful claim left it
     contended: bool = False  # a claim was throttled or conflicted: the rest waits for a later poll
+    skipped: bool = False  # missed firings skipped (misfire policy), nothing within the horizon
 
 
 @dataclass
@@ -44,6 +47,7 @@ class PollReport:
     claimed: list[Run] = field(default_factory=list)
     lost_races: int = 0
     contended: int = 0
+    skipped: int = 0  # jobs moved past missed firings without a run (misfire SKIP, CATCH_UP)
     unsent: list[Run] = field(default_factory=list)
     # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
     watched: dict[str, int] = field(default_factory=dict)
@@ -91,14 +95,25 @@ class Dispatcher:
         first lost race (someone else changed the job: they own what follows) or contention
         (what is claimed so far stands; the rest waits for a later poll).
 
-        Firings missed while nothing polled (an outage) fire once: only the newest of them
-        runs, late, and the job carries on from there."""
+        Firings missed while nothing polled (an outage: the job's next firing is past) go as
+        the job's misfire policy says (see `misfire`): FIRE_ONCE runs the newest of them, late;
+        SKIP none (the job moves on to its first firing after now); CATCH_UP each one of its
+        window, oldest first, each its own run. The first claim moves the job past the others."""
         horizon = self.horizon(now)
         runs: list[Run] = []
+        missed: deque[datetime] = deque()
+        if job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at < now:
+            missed.extend(self._missed_to_run(job, now))
+            if not missed:
+                # None of them runs: the job moves on to its first firing after now.
+                skip_to = following_firing(job, now)
+                if skip_to is None or skip_to > horizon:
+                    return self._skip_missed(job, skip_to, now)
+                missed.append(skip_to)
         while (
             job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
         ):
-            fire_at = self._newest_missed(job, now) or job.next_fire_at
+            fire_at = missed.popleft() if missed else job.next_fire_at
             following = following_firing(job, fire_at)
             starts_at = jittered(job.schedule, job.job_id, fire_at, following)
             # The run's timer: if it has not started by then, its message is sent again (or,
@@ -115,6 +130,50 @@ class Dispatcher:
             job = job.model_copy(update={"version": job.version + 1, "next_fire_at": following})
         return ClaimResult(runs, job)
 
+    def _missed_to_run(self, job: Job, now: datetime) -> list[datetime]:
+        """The firings from the job's next one (past) to now that run, each its own run,
+        oldest first, as its misfire policy says (none: the others are skipped)."""
+        assert job.next_fire_at is not None
+        chosen = misfire.firings_to_run(
+            job.schedule, job.created_at, job.next_fire_at, now, job.misfire, job.catch_up_window
+        )
+        if not chosen and job.misfire is MisfirePolicy.FIRE_ONCE:
+            chosen = [job.next_fire_at]  # fire once, never drop: the firing it was waiting for
+        if misfire.is_misfire(job.next_fire_at, now):
+            logger.warning(
+                "firings missed (no poll in time); misfire policy applied",
+                extra={
+                    "job_id": job.job_id,
+                    "misfire": str(job.misfire),
+                    "missed_since": iso_or_none(job.next_fire_at),
+                    "runs": [iso_or_none(when) for when in chosen],
+                },
+            )
+            metrics.add_metric(name="MisfiredJobs", unit="Count", value=1)
+        return chosen
+
+    def _skip_missed(self, job: Job, skip_to: datetime | None, now: datetime) -> ClaimResult:
+        """Move the job past missed firings none of which runs, to `skip_to` (beyond the
+        horizon); with no firing left, the job is COMPLETED (it has no run to wait for)."""
+        moved = job.model_copy(
+            update={
+                "next_fire_at": skip_to,
+                "status": JobStatus.SCHEDULED if skip_to is not None else JobStatus.COMPLETED,
+                "version": job.version + 1,
+                "updated_at": now,
+            }
+        )
+        try:
+            if not self._store.update_job_if_unchanged(job, moved, now):
+                return ClaimResult([], job)
+        except StoreContention:
+            return ClaimResult([], job, contended=True)
+        logger.info(
+            "missed firings skipped",
+            extra={"job_id": job.job_id, "next_fire_at": iso_or_none(skip_to), "status": str(moved.status)},
+        )
+        return ClaimResult([], moved, skipped=True)
+
     def _claim_retrying_contention(
         self, job: Job, run: Run, following: datetime | None, now: datetime
     ) -> bool:
@@ -129,15 +188,6 @@ class Dispatcher:
                 self._clock.sleep_until(self._clock.now() + timedelta(milliseconds=pause_ms))
         return self._store.claim_if_unchanged(job, run, following, now)
 
-    @staticmethod
-    def _newest_missed(job: Job, now: datetime) -> datetime | None:
-        """The newest firing at or before now, if the job's next firing is older than it."""
-        assert job.next_fire_at is not None
-        if job.next_fire_at >= now:
-            return None
-        newest = latest_fire_at_or_before(job.schedule, job.created_at, now)
-        return newest if newest is not None and newest > job.next_fire_at else None
-
     def claim_and_enqueue(self, job: Job, now: datetime) -> ClaimResult:
         """Claim and enqueue a job's firings within the horizon (the create path). What
         contention leaves unclaimed stays in the due index for the poller."""
@@ -146,6 +196,18 @@ class Dispatcher:
             logger.warning("some firings left to the poller", extra={"job_id": job.job_id})
         self._enqueue(result.runs)
         return result
+
+    def missed_run(self, job: Job, fire_at: datetime, now: datetime) -> Run:
+        """The run of a past firing `fire_at` made outside a claim (a resume that catches up),
+        with its timer as a claim would set it; send it with `enqueue`."""
+        starts_at = jittered(job.schedule, job.job_id, fire_at, following_firing(job, fire_at))
+        due_at, _ = self._lifecycle.send_plan(starts_at, now)
+        return scheduled_run(job, fire_at, starts_at).model_copy(update={"due_at": due_at})
+
+    def enqueue(self, runs: list[Run]) -> list[Run]:
+        """Send runs made outside a poll; returns those not sent (their timers have the
+        poller send them)."""
+        return self._enqueue(runs)
 
     def _enqueue(self, runs: list[Run]) -> list[Run]:
         # A run whose timer comes before its start waits in the due index (jittered further
@@ -207,6 +269,8 @@ class Dispatcher:
             if result.contended:
                 report.contended += 1
                 drained = False
+            elif result.skipped:
+                report.skipped += 1
             elif not result.runs:
                 report.lost_races += 1
             runs += result.runs
@@ -227,5 +291,10 @@ class Dispatcher:
                 report.contended += 1
                 drained = False
                 continue
+            except Exception:
+                # One run that cannot be handled (its job unreadable, a bug) must not stop the
+                # shard's poll every minute: logged, left where it is, like an unreadable item.
+                logger.exception("watchdog failed on a run; skipped", extra={"run_id": run.run_id})
+                action = "error"
             report.watched[action] = report.watched.get(action, 0) + 1
         return drained

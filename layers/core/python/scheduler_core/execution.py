@@ -7,6 +7,10 @@ start is fenced by the attempt and this worker's lease owner token: a worker tha
 lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
 fail the run. A message for a job cancelled or paused before the call cancels its run
 (a manual run excepted: a paused job still runs what was triggered by hand).
+
+The start honours the job's concurrency policy (`overlap`): the attempt takes one of the
+job's running slots in the same transaction, or the run waits for one (BUFFER_ONE) or is
+skipped. Every write that ends the attempt gives the slot back.
 """
 
 from __future__ import annotations
@@ -15,17 +19,33 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.lifecycle import RunLifecycle, is_last
-from scheduler_core.model import Job, JobStatus, Run, RunMessage, RunStatus, Trigger
+from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import Delivery, JobStore, MessageLease, TargetInvoker
+from scheduler_core.overlap import Admission, admit, skip_reason, waits_behind_another
+from scheduler_core.ports import (
+    Delivery,
+    JobStore,
+    MessageLease,
+    SlotsChanged,
+    StoreContention,
+    TargetInvoker,
+)
+from scheduler_core.run_state import WAITING
 
 _STOPPED = (JobStatus.CANCELLED, JobStatus.PAUSED)
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
+# How often a start is decided again when the job's running slots changed meanwhile.
+ADMISSION_TRIES = 5
+
+
+def _duplicate(context: dict[str, object]) -> Outcome:
+    logger.info("duplicate or stale message dropped", extra=context)
+    return Outcome.DUPLICATE
 
 
 def _goes_on_while_paused(job: Job, run: Run) -> bool:
@@ -41,6 +61,8 @@ class Outcome(StrEnum):
     CANCELLED = "CANCELLED"
     JOB_GONE = "JOB_GONE"
     LEASE_LOST = "LEASE_LOST"  # another attempt owns the run now; our result is discarded
+    SKIPPED = "SKIPPED"  # the job's running slots were taken (overlap): the target was not called
+    BUFFERED = "BUFFERED"  # waits for a running slot (overlap BUFFER_ONE); acknowledged
 
 
 class RunNotDueYet(Exception):
@@ -76,14 +98,9 @@ class RunExecutor:
 
     def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
-        job = self._store.get_job(message.job_id)
-        if job is None:
-            logger.warning("message for a job that does not exist", extra=context)
-            return Outcome.JOB_GONE
-        if job.status in _STOPPED and not self._manual_while_paused(job, message):
-            self._store.cancel_run_if_not_started(message, self._clock.now())
-            logger.info(f"run cancelled: its job is {job.status}", extra=context)
-            return Outcome.CANCELLED
+        job = self._job_going_on(message, context)
+        if isinstance(job, Outcome):
+            return job
 
         due = from_ms(message.due_ms)
         now = self._clock.now()
@@ -92,10 +109,10 @@ class RunExecutor:
         # Take the run as soon as its message arrives (a little early, by design): the
         # conditional write happens before the run's time, not on its critical path.
         owner = uuid.uuid4().hex
-        run = self._store.start_run_if_waiting(message, now, now + self._lease, owner)
-        if run is None:
-            logger.info("duplicate or stale message dropped", extra=context)
-            return Outcome.DUPLICATE
+        started = self._start(job, message, owner, due, context)
+        if isinstance(started, Outcome):
+            return started
+        run = started
 
         # SQS delays in whole seconds and a little early; the rest of the wait happens here.
         self._clock.sleep_until(due)
@@ -117,6 +134,99 @@ class RunExecutor:
         with self._heartbeat(run, owner, lease):
             delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         return self._record(current, run, owner, delivery, lateness_ms, context)
+
+    def _job_going_on(self, message: RunMessage, context: dict[str, object]) -> Job | Outcome:
+        """The run's job, read now; or the outcome for a run whose job is gone, or cancelled or
+        paused (the run is cancelled: a manual one of a paused job excepted)."""
+        job = self._store.get_job(message.job_id)
+        if job is None:
+            logger.warning("message for a job that does not exist", extra=context)
+            return Outcome.JOB_GONE
+        if job.status in _STOPPED and not self._manual_while_paused(job, message):
+            self._store.cancel_run_if_not_started(message, self._clock.now())
+            logger.info(f"run cancelled: its job is {job.status}", extra=context)
+            return Outcome.CANCELLED
+        return job
+
+    def _start(
+        self, job: Job, message: RunMessage, owner: str, due: datetime, context: dict[str, object]
+    ) -> Run | Outcome:
+        """Start the attempt under its job's concurrency policy (`overlap.admit`): take a
+        running slot and return the run as started, or leave the run waiting for a slot
+        (BUFFERED) or skip it (SKIPPED). A duplicate or stale message is dropped (DUPLICATE).
+
+        Each decision is written on the condition that the job's slots are still as read; if
+        they changed, the job is read again and the decision made again. A decision other
+        than START made early (the message arrived before the run's time) waits for that time
+        and is made again then, so a run that ends just before it leaves its slot in time."""
+        waited = False
+        for _ in range(ADMISSION_TRIES):
+            now = self._clock.now()
+            policy = job.concurrency
+            if policy.overlap is Overlap.ALLOW:  # no limit: nothing is counted
+                run = self._store.start_run_if_waiting(message, now, now + self._lease, owner)
+                return run if run is not None else _duplicate(context)
+            me = message.scheduled_for_ms
+            admission = admit(policy, job.running_count, job.buffered_run_ms, me)
+            try:
+                if admission is Admission.START:
+                    run = self._store.start_run_in_slot(message, job, now, now + self._lease, owner)
+                    return run if run is not None else _duplicate(context)
+                if waits_behind_another(policy, job.buffered_run_ms, me) and self._buffered_run_ended(job):
+                    pass  # decide again without it
+                elif not waited and now < due:
+                    waited = True
+                    self._clock.sleep_until(due)
+                elif admission is Admission.BUFFER:
+                    return self._buffer(job, message, due, now, context)
+                else:
+                    return self._skip(job, message, now, context)
+            except SlotsChanged:
+                pass
+            except StoreContention:
+                logger.info("running slots contended; deciding again", extra=context)
+            again = self._job_going_on(message, context)
+            if isinstance(again, Outcome):
+                return again
+            job = again
+        raise StoreContention(f"the running slots of job {message.job_id} kept changing")
+
+    def _buffered_run_ended(self, job: Job) -> bool:
+        """Whether the job's buffered run ended without starting (cancelled, failed, its job
+        changed policy...): then it is forgotten, so the runs behind it go on."""
+        assert job.buffered_run_ms is not None
+        waiting = self._store.get_run(job.job_id, job.buffered_run_ms)
+        if waiting is not None and waiting.status in WAITING:
+            return False
+        self._store.clear_buffered_run(job.job_id, job.buffered_run_ms)
+        return True
+
+    def _buffer(
+        self, job: Job, message: RunMessage, due: datetime, now: datetime, context: dict[str, object]
+    ) -> Outcome:
+        # Its timer: if no slot's release sends its message first, the poller does then.
+        if not self._store.buffer_run_if_waiting(message, job, self._lifecycle.sent_timer(due, now)):
+            return _duplicate(context)
+        logger.info("run waits for a running slot (overlap BUFFER_ONE)", extra=context)
+        metrics.add_metric(name="RunsBuffered", unit="Count", value=1)
+        return Outcome.BUFFERED
+
+    def _skip(self, job: Job, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
+        reason = skip_reason(
+            job.concurrency, job.running_count, job.buffered_run_ms, message.scheduled_for_ms
+        )
+        complete = False
+        if job.status is JobStatus.SCHEDULED and job.next_fire_at is None:
+            # Perhaps the job's last run: then skipping it completes the job (one more read).
+            run = self._store.get_run(message.job_id, message.scheduled_for_ms)
+            if run is None:
+                return _duplicate(context)
+            complete = is_last(job, run)
+        if not self._store.skip_run_if_waiting(message, job, now, reason, complete):
+            return _duplicate(context)
+        logger.info(RUN_FINISHED, extra=context | {"status": "SKIPPED", "error": reason})
+        metrics.add_metric(name="RunsSkipped", unit="Count", value=1)
+        return Outcome.SKIPPED
 
     def _manual_while_paused(self, job: Job, message: RunMessage) -> bool:
         """Whether the message is a manual run's and its job is paused (one more read, only
@@ -150,6 +260,7 @@ class RunExecutor:
                 logger.warning("run taken over by another attempt; result discarded", extra=context)
                 return Outcome.LEASE_LOST
             metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
+            self._lifecycle.wake_buffered(job, run)
             status: RunStatus | None = RunStatus.SUCCEEDED
         else:
             status = self._lifecycle.retry_or_fail(

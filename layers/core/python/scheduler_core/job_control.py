@@ -6,28 +6,33 @@ it never loses or doubles a claim racing with it: a claim moves the version on, 
 fails, is read again and applied again (a few times; then 409), or, with `If-Match`, is
 refused (412). Claims check the version too, so a change that won makes the claim fail.
 
-Pause and resume (misfire policy FIRE_ONCE, the default):
+Pause and resume:
 - pause: the job leaves the due index. It keeps its next firing not yet claimed, where a
   resume carries on. Runs already claimed (up to the lookahead ahead) stay on their queue:
   one whose time comes while the job is paused is cancelled by the worker (its target is
   not called); one whose time comes after a resume runs as planned. A run already calling
   its target finishes. Manual runs are not stopped by a pause.
-- resume: if any firing of the job's schedule fell between the pause and now (or its next
-  firing is past), ONE run fires now for all of them (a one-off whose time passed while it
-  was paused included); then the job carries on from its first firing after now.
+- resume: the firings of the job's schedule that fell between the pause and now (claimed
+  or not; its next firing if it is past) go as its misfire policy says (`misfire`):
+  FIRE_ONCE (the default): ONE run fires now for all of them (a one-off whose time passed
+  while it was paused included). SKIP: none runs (those within `misfire.TOLERANCE` of now
+  are late, not missed: they run). CATCH_UP: each one of the window runs as its own run,
+  oldest first: a waiting run is sent again, a run the pause cancelled is brought back, a
+  firing without a run gets one. Then the job carries on from its first firing after now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler_core import keys, run_state
+from scheduler_core import keys, misfire, run_state
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.dispatch import Dispatcher, following_firing
 from scheduler_core.errors import Conflict, PreconditionFailed
 from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import (
     Job,
     JobCreate,
@@ -37,6 +42,7 @@ from scheduler_core.model import (
     RunStatus,
     ScheduleSpec,
     Trigger,
+    iso_or_none,
 )
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore
@@ -62,8 +68,12 @@ _UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRYIN
 class ResumePlan:
     status: JobStatus  # SCHEDULED, or COMPLETED when nothing is left to fire or finish
     next_fire_at: datetime | None
-    catch_up: bool  # one run now for the firings missed while paused
-    stopped: list[Run]  # waiting runs due while paused: cancelled, the catch-up run stands for them
+    catch_up: bool  # FIRE_ONCE: one run now for the firings missed while paused
+    stopped: list[Run]  # waiting runs due while paused: cancelled (missed, or stood for by catch_up)
+    # SKIP, CATCH_UP: the missed firings that run after all, each as its own run:
+    kept: list[Run] = field(default_factory=list)  # waiting runs due while paused: sent again
+    revived: list[Run] = field(default_factory=list)  # runs the pause cancelled: brought back
+    missed: list[datetime] = field(default_factory=list)  # firings with no run yet: new runs
 
 
 def is_firing(job: Job, when: datetime) -> bool:
@@ -74,12 +84,13 @@ def is_firing(job: Job, when: datetime) -> bool:
 def plan_resume(job: Job, runs: list[Run], now: datetime) -> ResumePlan:
     """What resuming the paused `job` at `now` does, given its newest `runs`.
 
-    Under FIRE_ONCE, the default misfire policy, the firings missed while paused run once, now:
-    those of the job's schedule between the pause and now (claimed or not), its next firing if
-    it is past, and waiting runs whose time came while paused. A `misfire` setting would choose
-    here: SKIP → no catch-up run; CATCH_UP → one run per missed firing."""
+    The firings missed while paused are those of the job's schedule between the pause and now
+    (claimed or not), its next firing if it is past, and waiting runs whose time came while
+    paused. Under FIRE_ONCE, the default misfire policy, they run once, now (`catch_up`). Under
+    SKIP and CATCH_UP, those the policy keeps (`misfire.select`) run each as its own run, the
+    others do not (their waiting runs are `stopped`)."""
     paused_at = job.paused_at or job.updated_at
-    stopped = [
+    waiting = [
         run
         for run in runs
         if run.trigger is not Trigger.MANUAL
@@ -87,19 +98,75 @@ def plan_resume(job: Job, runs: list[Run], now: datetime) -> ResumePlan:
         and paused_at < run.starts_at <= now
     ]
     first_after_pause = following_firing(job, paused_at)
-    missed = (
-        (job.next_fire_at is not None and job.next_fire_at <= now)
-        or (first_after_pause is not None and first_after_pause <= now)
-        or bool(stopped)
-    )
     if job.next_fire_at is None or job.next_fire_at > now:
         next_fire_at = job.next_fire_at
     else:
         next_fire_at = following_firing(job, now)
+    kept: list[Run] = []
+    revived: list[Run] = []
+    new: list[datetime] = []
+    if job.misfire is MisfirePolicy.FIRE_ONCE:
+        catch_up = (
+            (job.next_fire_at is not None and job.next_fire_at <= now)
+            or (first_after_pause is not None and first_after_pause <= now)
+            or bool(waiting)
+        )
+        stopped = waiting
+    else:
+        catch_up = False
+        kept, revived, new = _own_runs_for_missed(job, runs, waiting, first_after_pause, now)
+        kept_ids = {run.run_id for run in kept}
+        stopped = [run for run in waiting if run.run_id not in kept_ids]
     stopped_ids = {run.run_id for run in stopped}
-    unfinished = any(run.status in _UNFINISHED and run.run_id not in stopped_ids for run in runs)
-    done = next_fire_at is None and not missed and not unfinished
-    return ResumePlan(JobStatus.COMPLETED if done else JobStatus.SCHEDULED, next_fire_at, missed, stopped)
+    # A manual run never completes a job (its own firing does), so it does not hold one open.
+    unfinished = any(
+        run.status in _UNFINISHED and run.run_id not in stopped_ids and run.trigger is not Trigger.MANUAL
+        for run in runs
+    )
+    done = next_fire_at is None and not catch_up and not revived and not new and not unfinished
+    return ResumePlan(
+        JobStatus.COMPLETED if done else JobStatus.SCHEDULED,
+        next_fire_at,
+        catch_up,
+        stopped,
+        kept=kept,
+        revived=revived,
+        missed=new,
+    )
+
+
+def _own_runs_for_missed(
+    job: Job, runs: list[Run], waiting: list[Run], first_after_pause: datetime | None, now: datetime
+) -> tuple[list[Run], list[Run], list[datetime]]:
+    """SKIP, CATCH_UP: the firings missed while paused that the policy keeps, each its own
+    run: (waiting runs to send again, runs the pause cancelled to bring back, firings with no
+    run yet). A firing whose run went on anyway (a worker took it before the pause) is done."""
+    paused_at = job.paused_at or job.updated_at
+    starts = [when for when in (job.next_fire_at, first_after_pause) if when is not None and when <= now]
+    firings: set[datetime] = set()
+    if starts:
+        firings.update(
+            misfire.due_firings(
+                job.schedule, job.created_at, min(starts), now, job.misfire, job.catch_up_window
+            )
+        )
+    firings.update(run.scheduled_for for run in waiting)
+    chosen = misfire.select(sorted(firings), now, job.misfire, job.catch_up_window)
+    by_time = {run.scheduled_for: run for run in runs if run.trigger is not Trigger.MANUAL}
+    kept: list[Run] = []
+    revived: list[Run] = []
+    new: list[datetime] = []
+    for fire_at in chosen:
+        run = by_time.get(fire_at)
+        if run is None:
+            new.append(fire_at)
+        elif run.status in run_state.WAITING:
+            kept.append(run)
+        elif (
+            run.status is RunStatus.CANCELLED and run.finished_at is not None and run.finished_at >= paused_at
+        ):
+            revived.append(run)
+    return kept, revived, new
 
 
 class JobControl:
@@ -155,6 +222,9 @@ class JobControl:
             # Before the job is scheduled again, so a late message cannot start one of them.
             for run in plan.stopped:
                 self._store.cancel_run_if_not_started(run, now)
+            # Before the job too: should the resume not happen, their timers send them to a
+            # worker that finds the job paused and cancels them.
+            own_runs = [*plan.kept, *self._write_own_runs(job, plan, now)]
             catch_up = self._new_run(job, Trigger.SCHEDULE, now) if plan.catch_up else None
             resumed = job.model_copy(
                 update={
@@ -168,15 +238,35 @@ class JobControl:
             if self._store.update_job_if_unchanged(job, resumed, now, catch_up):
                 logger.info(
                     "job resumed",
-                    extra={"job_id": job.job_id, "catch_up_run": catch_up.run_id if catch_up else None},
+                    extra={
+                        "job_id": job.job_id,
+                        "misfire": str(job.misfire),
+                        "catch_up_run": catch_up.run_id if catch_up else None,
+                        "caught_up_runs": [run.run_id for run in own_runs],
+                    },
                 )
                 if catch_up is not None:
                     self._lifecycle.send_new(catch_up)
+                self._dispatcher.enqueue(sorted(own_runs, key=lambda run: run.scheduled_for))
                 if resumed.status is JobStatus.SCHEDULED:
                     resumed = self._dispatcher.claim_and_enqueue(resumed, now).job
                 return resumed
             job = self._read_again(job)
         raise _changed_concurrently(job)
+
+    def _write_own_runs(self, job: Job, plan: ResumePlan, now: datetime) -> list[Run]:
+        """The runs of missed firings that run after all (SKIP, CATCH_UP), as written: runs
+        the pause cancelled brought back, new runs for firings without one."""
+        written: list[Run] = []
+        for run in plan.revived:
+            revived = self._store.revive_run_if_cancelled(run, now, self._lifecycle.sent_timer(now, now))
+            if revived is not None:
+                written.append(revived)
+        for fire_at in plan.missed:
+            run = self._dispatcher.missed_run(job, fire_at, now)
+            if self._store.put_run_if_absent(run, now):
+                written.append(run)
+        return written
 
     # --- trigger -------------------------------------------------------------------------
 
@@ -235,9 +325,10 @@ class JobControl:
                 return job
             now = self._clock.now()
             # The job as patched must be a job one could create: the same rules, field by field.
-            request = JobCreate.model_validate(
-                {name: getattr(job, name) for name in JobCreate.model_fields} | changes
-            )
+            current = {name: getattr(job, name) for name in JobCreate.model_fields}
+            if changes.get("misfire", MisfirePolicy.CATCH_UP) is not MisfirePolicy.CATCH_UP:
+                current["catch_up_window_seconds"] = None  # leaving CATCH_UP drops its window
+            request = JobCreate.model_validate(current | changes)
             self._check_request(request)
             updated = job.model_copy(
                 update={name: getattr(request, name) for name in JobCreate.model_fields}
@@ -268,6 +359,13 @@ class JobControl:
         next_fire_at: datetime | None = first
         while next_fire_at is not None and next_fire_at in taken:
             next_fire_at = following_firing(job, next_fire_at)
+        if next_fire_at is None and first in taken:
+            # Its only firing is held by a run an earlier change cancelled (a run id is its
+            # time, and a cancelled run is final): it could never fire again.
+            raise Conflict(
+                f"schedule: the firing at {iso_or_none(first)} was cancelled by an earlier change "
+                "of this job; choose another time"
+            )
         job = job.model_copy(update={"next_fire_at": next_fire_at})
         stale = [
             run

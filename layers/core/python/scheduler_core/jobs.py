@@ -87,6 +87,9 @@ class JobService:
             payload=request.payload,
             priority=request.priority,
             retry=request.retry,
+            concurrency=request.concurrency,
+            misfire=request.misfire,
+            catch_up_window_seconds=request.catch_up_window_seconds,
             next_fire_at=first,
             created_at=now,
             updated_at=now,
@@ -160,6 +163,9 @@ class JobService:
         run = self.get_run(tenant, job_id, run_id)
         if job.status is JobStatus.CANCELLED:
             raise Conflict(f"job '{job_id}' is cancelled; its runs cannot be retried")
+        if job.status is JobStatus.PAUSED:
+            # The worker cancels the runs of a paused job, and a CANCELLED run is final.
+            raise Conflict(f"job '{job_id}' is paused; resume it, then retry the run")
         if run.status is not RunStatus.FAILED:
             raise Conflict(f"run '{run_id}' is {run.status}; only a FAILED run can be retried")
         redriven = self._lifecycle.redrive(run)

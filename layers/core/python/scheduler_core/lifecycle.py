@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler_core import run_state
 from scheduler_core.clock import Clock
-from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
+from scheduler_core.model import DeadLetter, Job, JobStatus, Overlap, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore, RunQueue, RunRef
 from scheduler_core.queues import MAX_DELAY_SECONDS, run_message
@@ -86,6 +87,7 @@ class RunLifecycle:
                 extra=_context(run) | {"error": error, "next_attempt_at": iso(next_attempt_at)},
             )
             metrics.add_metric(name="RunsRetried", unit="Count", value=1)
+            self.wake_buffered(job, run)
             if send_now:
                 self._send(retried)
             return RunStatus.RETRYING
@@ -102,6 +104,7 @@ class RunLifecycle:
         ):
             return None
         self._failed(run, run.attempt, error)
+        self.wake_buffered(job, run)
         return RunStatus.FAILED
 
     def _failed(self, run: Run, attempts: int, error: str | None) -> None:
@@ -130,6 +133,28 @@ class RunLifecycle:
         )
         if self._queue.send_dead_letter(record):
             metrics.add_metric(name="DeadLetters", unit="Count", value=1)
+
+    # --- a running slot given back (overlap BUFFER_ONE) ------------------------------------
+
+    def wake_buffered(self, job: Job | None, run: Run) -> None:
+        """`run`'s attempt has just given its running slot back: send the message of the run
+        waiting for one (BUFFER_ONE), so it starts now rather than at its timer. Only when the
+        job (as the caller read it) buffers; a run buffered after a change of policy waits
+        for its timer, when the poller sends it (a minute at most)."""
+        if not run.holds_slot or job is None or job.concurrency.overlap is not Overlap.BUFFER_ONE:
+            return
+        try:
+            current = self._store.get_job(run.job_id)
+            if current is None or current.buffered_run_ms is None:
+                return
+            waiting = self._store.get_run(run.job_id, current.buffered_run_ms)
+        except Exception:  # throttled, unreachable: the buffered run's timer covers it
+            logger.exception("buffered run not woken; the poller will send it", extra=_context(run))
+            return
+        if waiting is None or waiting.status not in run_state.WAITING:
+            return  # it ended without starting; the next run to start forgets it
+        logger.info("buffered run woken: a running slot is free", extra=_context(waiting))
+        self._queue_or_log(waiting)
 
     # --- a manual re-drive ---------------------------------------------------------------
 
@@ -186,7 +211,7 @@ class RunLifecycle:
         error = f"attempt {run.attempt} lost: its worker did not finish within its lease"
         if job is None or job.status is JobStatus.CANCELLED:
             self._store.take_over_expired_lease(run, now, RunStatus.CANCELLED, error)
-            return "cancelled"
+            return "cancelled"  # nothing of a cancelled job is woken
         if attempts_left(job.retry, run.attempt, run.first_attempt):
             next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
             due_at, send_now = self.send_plan(next_attempt_at, now)
@@ -198,6 +223,7 @@ class RunLifecycle:
             logger.warning("lease expired; retrying", extra=_context(run))
             metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
             metrics.add_metric(name="RunsRetried", unit="Count", value=1)
+            self.wake_buffered(job, run)
             if send_now:
                 self._send(retried)
             return "retried"
@@ -211,6 +237,7 @@ class RunLifecycle:
             return "lost_race"
         metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
         self._failed(run, run.attempt, error)
+        self.wake_buffered(job, run)
         return "failed"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import quote, urlsplit
@@ -26,6 +26,12 @@ from pydantic import (
 
 from scheduler_core import schedule as schedule_math
 from scheduler_core.clock import to_ms
+from scheduler_core.misfire import (
+    DEFAULT_CATCH_UP_WINDOW_SECONDS,
+    MAX_CATCH_UP_WINDOW_SECONDS,
+    MIN_CATCH_UP_WINDOW_SECONDS,
+    MisfirePolicy,
+)
 
 
 class Priority(StrEnum):
@@ -55,6 +61,14 @@ class Trigger(StrEnum):
     SCHEDULE = "SCHEDULE"
     MANUAL = "MANUAL"
     RETRY = "RETRY"
+
+
+class Overlap(StrEnum):
+    """What a run due to start does when `max_running` runs of its job are running."""
+
+    SKIP = "SKIP"  # it ends SKIPPED, its target not called
+    BUFFER_ONE = "BUFFER_ONE"  # it waits for a slot, if no other run waits already (else SKIPPED)
+    ALLOW = "ALLOW"  # it starts: no limit
 
 
 class _Strict(BaseModel):
@@ -513,6 +527,50 @@ class RetryPolicy(_Strict):
     max_backoff_seconds: float = Field(3_600, gt=0, le=7 * 86_400)
 
 
+MAX_RUNNING_LIMIT = 1_000
+
+
+class ConcurrencyPolicy(_Strict):
+    """How many runs of a job may be RUNNING at once, and what a run due to start while that
+    many are does (`overlap`). Manual runs and retries count and obey it like any run."""
+
+    overlap: Overlap = Field(
+        Overlap.SKIP,
+        description="SKIP (default): the run ends SKIPPED. BUFFER_ONE: it waits and starts when a "
+        "running one ends; a run due while one waits is SKIPPED. ALLOW: it starts; no limit.",
+    )
+    max_running: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RUNNING_LIMIT,
+        description="Runs of the job RUNNING at once (default 1); SKIP and BUFFER_ONE only (null "
+        "with ALLOW, which has no limit).",
+    )
+
+    @field_validator("max_running")
+    @classmethod
+    def _only_with_a_limit(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("overlap") is Overlap.ALLOW:
+            raise ValueError("overlap ALLOW starts every run without a limit; leave max_running out")
+        return value
+
+    @model_validator(mode="after")
+    def _default_limit(self) -> ConcurrencyPolicy:
+        if self.max_running is None and self.overlap is not Overlap.ALLOW:
+            self.max_running = 1
+        return self
+
+
+def catch_up_window_of(policy: MisfirePolicy | None, seconds: int | None) -> int | None:
+    """A job's `catch_up_window_seconds` as given with `policy`: the default when a CATCH_UP
+    job gives none; refused with another policy (a careful user who gives one meant CATCH_UP)."""
+    if policy is MisfirePolicy.CATCH_UP:
+        return DEFAULT_CATCH_UP_WINDOW_SECONDS if seconds is None else seconds
+    if seconds is not None and policy is not None:
+        raise ValueError(f"applies to misfire CATCH_UP only, not {policy}; leave it out")
+    return seconds
+
+
 class JobCreate(_Strict):
     """Body of `POST /v1/jobs`."""
 
@@ -522,6 +580,27 @@ class JobCreate(_Strict):
     payload: Payload = None
     priority: Priority = Priority.NORMAL
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    misfire: MisfirePolicy = Field(
+        MisfirePolicy.FIRE_ONCE,
+        description="What runs for firings missed while the scheduler was down or the job paused "
+        "(more than 60 s late): FIRE_ONCE (default): one run for all of them; SKIP: none, the job "
+        "carries on with its next firing; CATCH_UP: each one of the last `catch_up_window_seconds` "
+        "as its own run, oldest first (at most 100).",
+    )
+    catch_up_window_seconds: int | None = Field(
+        None,
+        ge=MIN_CATCH_UP_WINDOW_SECONDS,
+        le=MAX_CATCH_UP_WINDOW_SECONDS,
+        validate_default=True,
+        description="misfire CATCH_UP only (default 3600, from 60 to 604800): how far back, in "
+        "seconds, missed firings are caught up; older ones are skipped.",
+    )
+
+    @field_validator("catch_up_window_seconds")
+    @classmethod
+    def _window_for_catch_up_only(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return catch_up_window_of(info.data.get("misfire"), value)
 
     @field_validator("payload")
     @classmethod
@@ -545,8 +624,14 @@ class JobPatch(_Strict):
     payload: Payload = None
     priority: Priority | None = None
     retry: RetryPolicy | None = None
+    concurrency: ConcurrencyPolicy | None = None
+    misfire: MisfirePolicy | None = None
+    # null: back to the default window (of a CATCH_UP job).
+    catch_up_window_seconds: int | None = Field(
+        None, ge=MIN_CATCH_UP_WINDOW_SECONDS, le=MAX_CATCH_UP_WINDOW_SECONDS
+    )
 
-    @field_validator("name", "schedule", "target", "priority", "retry")
+    @field_validator("name", "schedule", "target", "priority", "retry", "concurrency", "misfire")
     @classmethod
     def _not_null(cls, value: object) -> object:
         if value is None:
@@ -570,6 +655,9 @@ class Job(BaseModel):
     payload: Payload = None
     priority: Priority
     retry: RetryPolicy
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    catch_up_window_seconds: int | None = None  # CATCH_UP only
     next_fire_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -577,9 +665,18 @@ class Job(BaseModel):
     # When a PAUSED job was paused. Its `next_fire_at` is kept (out of the due index): the
     # first firing not yet claimed, where a resume carries on from; the API shows none.
     paused_at: datetime | None = None
+    # Bookkeeping, not shown by the API (see `overlap`): the runs holding one of the job's
+    # `concurrency.max_running` slots, and the run waiting for one (BUFFER_ONE), by time.
+    running_count: int = 0
+    buffered_run_ms: int | None = None
+
+    @property
+    def catch_up_window(self) -> timedelta:
+        """How far back a CATCH_UP job catches up missed firings."""
+        return timedelta(seconds=self.catch_up_window_seconds or DEFAULT_CATCH_UP_WINDOW_SECONDS)
 
     def to_api(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json", exclude={"tenant"})
+        body = self.model_dump(mode="json", exclude={"tenant", "running_count", "buffered_run_ms"})
         paused = self.status is JobStatus.PAUSED
         body["next_fire_at"] = None if paused else iso_or_none(self.next_fire_at)
         body["paused_at"] = iso_or_none(self.paused_at) if paused else None
@@ -614,6 +711,8 @@ class Run(BaseModel):
     # due index) and until when a started attempt belongs to its worker.
     due_at: datetime | None = None
     lease_until: datetime | None = None
+    # Whether the running attempt holds one of its job's running slots (see `overlap`).
+    holds_slot: bool = False
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -625,7 +724,7 @@ class Run(BaseModel):
         return self.next_attempt_at or self.scheduled_for
 
     def to_api(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json", exclude={"first_attempt", "due_at", "lease_until"})
+        body = self.model_dump(mode="json", exclude={"first_attempt", "due_at", "lease_until", "holds_slot"})
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
             body[name] = iso_or_none(getattr(self, name))
         return body

@@ -46,6 +46,11 @@ class StoreContention(Exception):
     as opposed to a lost race, which callers see as a False/None result."""
 
 
+class SlotsChanged(Exception):
+    """A write conditioned on a job's running slots (`running_count`, `buffered_run_ms`) as
+    read found them changed: read the job again and decide again."""
+
+
 class JobStore(Protocol):
     def put_job_if_absent(self, job: Job) -> None: ...
 
@@ -93,6 +98,18 @@ class JobStore(Protocol):
         self, run: RunRef, now: datetime, lease_until: datetime, owner: str
     ) -> Run | None: ...
 
+    def start_run_in_slot(
+        self, run: RunRef, job: Job, now: datetime, lease_until: datetime, owner: str
+    ) -> Run | None: ...
+
+    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
+
+    def skip_run_if_waiting(
+        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+    ) -> bool: ...
+
+    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool: ...
+
     def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool: ...
 
     def finish_run_if_held(
@@ -134,6 +151,8 @@ class JobStore(Protocol):
     def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool: ...
 
     def redrive_run_if_failed(self, run: Run, now: datetime, due_at: datetime) -> Run | None: ...
+
+    def revive_run_if_cancelled(self, run: Run, now: datetime, due_at: datetime) -> Run | None: ...
 
     def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool: ...
 

@@ -14,18 +14,27 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.RUNNING: frozenset(
         {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING, RunStatus.CANCELLED}
     ),
-    RunStatus.RETRYING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED}),
+    # RETRYING → SKIPPED: a retry obeys its job's overlap policy at its start like any run.
+    RunStatus.RETRYING: frozenset(
+        {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.SKIPPED}
+    ),
     RunStatus.FAILED: frozenset({RunStatus.RETRYING}),  # a manual re-drive
     RunStatus.SUCCEEDED: frozenset(),  # a succeeded run never runs again
     RunStatus.SKIPPED: frozenset(),
-    RunStatus.CANCELLED: frozenset(),
+    # CANCELLED → PENDING: only a run its job's pause cancelled before it called the target,
+    # brought back by a resume that catches up missed firings (misfire CATCH_UP).
+    RunStatus.CANCELLED: frozenset({RunStatus.PENDING}),
 }
 
 # Waiting for a worker: claimed (PENDING) or between attempts (RETRYING).
 WAITING = frozenset({RunStatus.PENDING, RunStatus.RETRYING})
 
+# Ended: no worker acts on them again on its own (a FAILED run may be re-driven by hand, a
+# CANCELLED one brought back by a CATCH_UP resume).
 TERMINAL = frozenset(
-    status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED
+    status
+    for status, nexts in _TRANSITIONS.items()
+    if not nexts or status in (RunStatus.FAILED, RunStatus.CANCELLED)
 )
 
 

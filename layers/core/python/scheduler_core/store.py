@@ -9,6 +9,7 @@ returns False/None and the caller moves on. Throttling and transaction conflicts
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,10 @@ from scheduler_core.aws import AwsClients
 from scheduler_core.clock import from_ms, to_ms
 from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.errors import InvalidRequest, field_error
-from scheduler_core.model import Job, JobStatus, Run, RunStatus
+from scheduler_core.model import Job, JobStatus, Overlap, Run, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import DueItems, Page, RunRef, StoreContention
+from scheduler_core.overlap import waits_behind_another
+from scheduler_core.ports import DueItems, Page, RunRef, SlotsChanged, StoreContention
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -47,7 +49,11 @@ _RUNNING_ATTEMPT = "#status = :running AND attempt = :attempt"
 _HELD_BY_OWNER = f"{_RUNNING_ATTEMPT} AND lease_owner = :owner"
 # A scheduled job with no firing left in the due index: its last run has ended, it completes.
 _NOTHING_LEFT_TO_FIRE = "#status = :scheduled AND attribute_not_exists(due_pk)"
-_LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms")
+_LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms", "slot")
+# A running attempt that holds one of its job's running slots (`slot`: see `overlap`).
+_HOLDS_SLOT = "attribute_exists(slot)"
+# Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
+_CONTENTION_PAUSES = (0.02, 0.1)
 _MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 # The most items one page of a filtered listing reads (DynamoDB filters after reading).
@@ -93,6 +99,12 @@ def _status_in_values(target: RunStatus) -> tuple[str, dict[str, Any]]:
     return _status_one_of_values(run_state.sources_of(target))
 
 
+def _holds_slot(run: RunRef) -> bool:
+    """Whether `run` is an attempt that holds one of its job's running slots (a queue message
+    never says so: only a run as its start wrote it)."""
+    return isinstance(run, Run) and run.holds_slot
+
+
 def _status_one_of_values(statuses: Collection[RunStatus]) -> tuple[str, dict[str, Any]]:
     names = {f"src{i}": str(status) for i, status in enumerate(sorted(statuses))}
     return f"#status IN ({', '.join(':' + n for n in names)})", names
@@ -128,7 +140,18 @@ class DynamoJobStore:
             "updated_at_ms": to_ms(job.updated_at),
             # UTF-8, not \u escapes: a payload of non-ASCII text stays the size it was sent.
             "spec": json.dumps(
-                job.model_dump(mode="json", include={"schedule", "target", "payload", "retry"}),
+                job.model_dump(
+                    mode="json",
+                    include={
+                        "schedule",
+                        "target",
+                        "payload",
+                        "retry",
+                        "concurrency",
+                        "misfire",
+                        "catch_up_window_seconds",
+                    },
+                ),
                 separators=(",", ":"),
                 ensure_ascii=False,
             ),
@@ -166,6 +189,8 @@ class DynamoJobStore:
                 "created_at": from_ms(int(raw["created_at_ms"])),
                 "updated_at": from_ms(int(raw["updated_at_ms"])),
                 "paused_at": from_ms(int(paused)) if paused is not None else None,
+                "running_count": int(raw.get("running_count", 0)),
+                "buffered_run_ms": int(raw["buffered_run_ms"]) if "buffered_run_ms" in raw else None,
             }
         )
 
@@ -443,6 +468,7 @@ class DynamoJobStore:
             lateness_ms=int(raw["lateness_ms"]) if "lateness_ms" in raw else None,
             error=raw.get("error"),
             response_code=int(raw["response_code"]) if "response_code" in raw else None,
+            holds_slot=bool(raw.get("slot", False)),
         )
 
     def _run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:
@@ -649,35 +675,83 @@ class DynamoJobStore:
             raise
         return self._run_from_item(reply["Attributes"])
 
-    def _end_run(self, request: dict[str, Any], complete_job: str | None, now: datetime) -> bool:
-        """Apply a run's final update; with `complete_job`, complete that job in the same
-        transaction (its last run has ended), so no crash can leave a finished one-off job
-        SCHEDULED forever. False if the run's condition failed. A job that cannot complete
-        (cancelled meanwhile, or already completed) does not stop the run's update."""
-        if complete_job is None:
-            return self._write_run(request)
-        completion: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": _to_item({"pk": keys.job_pk(complete_job), "sk": keys.JOB_SK}),
-            "UpdateExpression": "SET #status = :completed, version = version + :one, updated_at_ms = :now",
-            "ConditionExpression": f"attribute_exists(pk) AND {_NOTHING_LEFT_TO_FIRE}",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": _values(
-                completed="COMPLETED", one=1, now=to_ms(now), scheduled="SCHEDULED"
-            ),
-        }
-        try:
-            self._ddb.transact_write_items(
-                TransactItems=[{"Update": request}, {"Update": completion}]  # type: ignore[typeddict-item]
-            )
-        except ClientError as error:
-            run_reason, job_reason = self._cancellation_reasons(error, expected=2)
-            if run_reason == "ConditionalCheckFailed":
-                return False
-            if job_reason == "ConditionalCheckFailed":
+    def _end_run(
+        self,
+        request: dict[str, Any],
+        job_id: str,
+        now: datetime,
+        *,
+        complete: bool = False,
+        release: bool = False,
+    ) -> bool:
+        """Apply a run's update that ends its attempt. With `release`, give the attempt's
+        running slot back (the request must hold it: `_HOLDS_SLOT`); with `complete`, complete
+        the job (its last run has ended). Both are one update of the job item, in the same
+        transaction as the run's, so no crash can leave a finished one-off job SCHEDULED
+        forever, nor a slot taken by an attempt that ended. False if the run's condition
+        failed. A job that cannot complete (cancelled meanwhile, or already completed) stops
+        neither the run's update nor the release."""
+        variants = [(release, complete)]
+        if release and complete:
+            variants.append((True, False))
+        if release or complete:
+            variants.append((False, False))
+        for give_back, completing in variants:
+            job_update = self._job_end_update(job_id, now, give_back, completing)
+            if job_update is None:
                 return self._write_run(request)
-            raise
-        return True
+            reasons = self._transact([{"Update": request}, {"Update": job_update}])
+            if not reasons:
+                return True
+            if reasons[0] == "ConditionalCheckFailed":
+                return False
+        raise AssertionError("the last variant writes the run alone")
+
+    def _job_end_update(
+        self, job_id: str, now: datetime, release: bool, complete: bool
+    ) -> dict[str, Any] | None:
+        """The job's part of a run's end: a running slot given back, the job completed."""
+        if not release and not complete:
+            return None
+        sets: list[str] = []
+        conditions = ["attribute_exists(pk)"]
+        values: dict[str, Any] = {"one": 1}
+        update: dict[str, Any] = {"TableName": self._table, "Key": self._job_key(job_id)}
+        if release:
+            sets.append("running_count = running_count - :one")
+            conditions.append("running_count >= :one")
+        if complete:
+            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            conditions.append(_NOTHING_LEFT_TO_FIRE)
+            values |= {"completed": "COMPLETED", "now": to_ms(now), "scheduled": "SCHEDULED"}
+            update["ExpressionAttributeNames"] = {"#status": "status"}
+        return update | {
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeValues": _values(**values),
+        }
+
+    def _transact(self, items: list[dict[str, Any]]) -> list[str | None]:
+        """Write `items` in one transaction: [] when it committed, else each item's reason
+        (`ConditionalCheckFailed`, or None for an item that was fine). A transaction cancelled
+        by contention (another transaction on one of its items, throttling) is tried again
+        at once, twice; then StoreContention."""
+        for pause in (*_CONTENTION_PAUSES, None):
+            try:
+                self._ddb.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+            except ClientError as error:
+                try:
+                    reasons = self._cancellation_reasons(error, expected=len(items))
+                except StoreContention:
+                    if pause is None:
+                        raise
+                    time.sleep(pause)
+                    continue
+                if "ConditionalCheckFailed" not in reasons:
+                    raise
+                return reasons
+            return []
+        raise AssertionError("the last try returns or raises")
 
     def _write_run(self, request: dict[str, Any]) -> bool:
         try:
@@ -710,6 +784,176 @@ class DynamoJobStore:
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
         )
+
+    # --- running slots (a job's concurrency policy; see `overlap`) ---------------------
+
+    def _job_key(self, job_id: str) -> dict[str, Any]:
+        return _to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK})
+
+    def _job_write(
+        self, job_id: str, sets: list[str], removes: list[str], conditions: list[str], values: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The job item's part of a transaction: an update (SET `sets`, REMOVE `removes`) if
+        `conditions` hold."""
+        write: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": self._job_key(job_id),
+            "ConditionExpression": " AND ".join(["attribute_exists(pk)", *conditions]),
+            "ExpressionAttributeValues": _values(**values),
+        }
+        if any("#status" in part for part in (*sets, *conditions)):
+            write["ExpressionAttributeNames"] = {"#status": "status"}
+        update = f"SET {', '.join(sets)}" if sets else ""
+        if removes:
+            update += f" REMOVE {', '.join(removes)}"
+        return {"Update": write | {"UpdateExpression": update.strip()}}
+
+    def _admit(self, run_request: dict[str, Any], job_write: dict[str, Any]) -> bool:
+        """Write a run's admission (started, buffered, skipped) with its condition on the job's
+        slots. False if the run's condition failed (a duplicate or stale message); SlotsChanged
+        if only the job's did (its slots are no longer as read)."""
+        reasons = self._transact([{"Update": run_request}, job_write])
+        if not reasons:
+            return True
+        if reasons[0] == "ConditionalCheckFailed":
+            return False
+        raise SlotsChanged(f"running slots of job {run_request['Key']['pk']['S']} changed")
+
+    @staticmethod
+    def _max_running(job: Job) -> int:
+        limit = job.concurrency.max_running
+        assert job.concurrency.overlap is not Overlap.ALLOW, "ALLOW counts no slots"
+        assert limit is not None
+        return limit
+
+    def start_run_in_slot(
+        self, run: RunRef, job: Job, now: datetime, lease_until: datetime, owner: str
+    ) -> Run | None:
+        """`start_run_if_waiting`, taking one of the job's running slots in the same
+        transaction: if fewer than `concurrency.max_running` are taken and, under BUFFER_ONE,
+        no other run waits for one (as `job` was read). The job's buffered run gives up its
+        place as it starts. None for a duplicate or stale message; SlotsChanged when the
+        job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = _status_in_values(RunStatus.RUNNING)
+        request = self._run_update(
+            run.job_id,
+            me,
+            {
+                "status": str(RunStatus.RUNNING),
+                "started_at_ms": to_ms(now),
+                "lease_until_ms": to_ms(lease_until),
+                "lease_owner": owner,
+                "slot": True,
+                **self._due_attributes(run.job_id, lease_until),
+            },
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+        )
+        conditions = ["(attribute_not_exists(running_count) OR running_count < :max)"]
+        slot_values: dict[str, Any] = {"zero": 0, "one": 1, "max": self._max_running(job)}
+        removes = []
+        if job.buffered_run_ms == me:
+            conditions.append("buffered_run_ms = :me")
+            slot_values["me"] = me
+            removes.append("buffered_run_ms")
+        elif job.concurrency.overlap is Overlap.BUFFER_ONE:
+            conditions.append("attribute_not_exists(buffered_run_ms)")
+        sets = ["running_count = if_not_exists(running_count, :zero) + :one"]
+        if not self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values)):
+            return None
+        return self.get_run(run.job_id, me)
+
+    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+        """Make the waiting run the job's buffered run (BUFFER_ONE): the one that starts when a
+        slot is given back. Only while every slot is taken and no other run waits (as `job`
+        was read). Its timer moves to `due_at`: if no slot's release sends its message by
+        then, the poller does. False for a duplicate or stale message; SlotsChanged when
+        the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = _status_one_of_values(run_state.WAITING)
+        request = self._run_update(
+            run.job_id,
+            me,
+            self._due_attributes(run.job_id, due_at),
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+        )
+        conditions = [
+            "running_count >= :max",
+            "(attribute_not_exists(buffered_run_ms) OR buffered_run_ms = :me)",
+        ]
+        job_write = self._job_write(
+            run.job_id, ["buffered_run_ms = :me"], [], conditions, {"max": self._max_running(job), "me": me}
+        )
+        return self._admit(request, job_write)
+
+    def skip_run_if_waiting(
+        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+    ) -> bool:
+        """PENDING/RETRYING → SKIPPED (`reason` as its error; the target is not called) while
+        the job's slots are as `job` was read: every one taken, or (BUFFER_ONE) another run
+        waiting for one. The job's buffered run, skipped, gives up its place. `complete_job`:
+        this was the job's last run; the job completes in the same transaction. False for a
+        duplicate or stale message; SlotsChanged when the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = _status_in_values(RunStatus.SKIPPED)
+        request = self._run_update(
+            run.job_id,
+            me,
+            {
+                "status": str(RunStatus.SKIPPED),
+                "finished_at_ms": to_ms(now),
+                "expires_at": self._expiry(now),
+                "error": reason[:_MAX_ERROR],
+            },
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+            remove=_LEASE_AND_TIMER,
+        )
+        sets: list[str] = []
+        removes: list[str] = []
+        slot_values: dict[str, Any] = {}
+        # With nothing to change on the job, an attribute the conditions hold is rewritten as
+        # it is: an update, not a ConditionCheck, which would need one more IAM action.
+        if waits_behind_another(job.concurrency, job.buffered_run_ms, me):
+            conditions = ["buffered_run_ms = :other"]
+            slot_values["other"] = job.buffered_run_ms
+            unchanged = "buffered_run_ms = buffered_run_ms"
+        else:
+            conditions = ["running_count >= :max"]
+            unchanged = "running_count = running_count"
+            slot_values["max"] = self._max_running(job)
+            if job.buffered_run_ms == me:
+                conditions.append("buffered_run_ms = :me")
+                slot_values["me"] = me
+                removes.append("buffered_run_ms")
+        if complete_job:
+            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            conditions.append(_NOTHING_LEFT_TO_FIRE)
+            slot_values |= {"completed": "COMPLETED", "one": 1, "now": to_ms(now), "scheduled": "SCHEDULED"}
+        if not sets and not removes:
+            sets.append(unchanged)
+        return self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values))
+
+    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool:
+        """Forget the job's buffered run `run_ms` (it ended without starting: cancelled,
+        failed), if it still is the buffered one."""
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._job_key(job_id),
+                UpdateExpression="REMOVE buffered_run_ms",
+                ConditionExpression="buffered_run_ms = :seen",
+                ExpressionAttributeValues=_values(seen=run_ms),
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            if _is_contention(error):
+                raise StoreContention(str(error)) from error
+            raise
+        return True
 
     def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
         """Push the lease (and the watchdog's timer) of a running attempt `owner` still holds."""
@@ -750,11 +994,11 @@ class DynamoJobStore:
                 "response_code": response_code,
                 "lateness_ms": lateness_ms,
             },
-            _HELD_BY_OWNER,
+            _HELD_BY_OWNER + (f" AND {_HOLDS_SLOT}" if _holds_slot(run) else ""),
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
             remove=_LEASE_AND_TIMER,
         )
-        return self._end_run(request, run.job_id if complete_job else None, now)
+        return self._end_run(request, run.job_id, now, complete=complete_job, release=_holds_slot(run))
 
     def retry_run_if_held(
         self,
@@ -767,10 +1011,10 @@ class DynamoJobStore:
         lateness_ms: int | None = None,
     ) -> Run | None:
         """RUNNING → RETRYING as the next attempt, due at `next_attempt_at`, only for the
-        attempt `owner` holds. The poller looks at it again at `due_at`."""
-        return self._update_run(
-            run.job_id,
-            run.scheduled_for_ms,
+        attempt `owner` holds (its running slot, if it holds one, is given back: the retry
+        takes one again when it starts). The poller looks at it again at `due_at`."""
+        return self._move_to_retry(
+            run,
             {
                 "status": str(RunStatus.RETRYING),
                 "attempt": run.attempt + 1,
@@ -782,7 +1026,46 @@ class DynamoJobStore:
             },
             _HELD_BY_OWNER,
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
-            remove=("lease_until_ms", "lease_owner"),
+            {
+                "next_attempt_at": next_attempt_at,
+                "due_at": due_at,
+                "error": error,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+            },
+        )
+
+    def _move_to_retry(
+        self,
+        run: RunRef,
+        sets: Mapping[str, Any],
+        condition: str,
+        condition_values: Mapping[str, Any],
+        changes: Mapping[str, Any],
+    ) -> Run | None:
+        """A running attempt → RETRYING (`sets`, if `condition`), giving its running slot back
+        in the same transaction when it holds one. The run as written (`changes`: its new
+        values, None ones left as they were), or None when the condition failed."""
+        remove = ("lease_until_ms", "lease_owner", "slot")
+        if not _holds_slot(run):
+            return self._update_run(
+                run.job_id, run.scheduled_for_ms, sets, condition, condition_values, remove
+            )
+        assert isinstance(run, Run)
+        request = self._run_update(
+            run.job_id, run.scheduled_for_ms, sets, f"{condition} AND {_HOLDS_SLOT}", condition_values, remove
+        )
+        if not self._end_run(request, run.job_id, run.scheduled_for, release=True):
+            return None
+        updates = {name: value for name, value in changes.items() if value is not None}
+        return run.model_copy(
+            update=updates
+            | {
+                "status": RunStatus.RETRYING,
+                "attempt": run.attempt + 1,
+                "lease_until": None,
+                "holds_slot": False,
+            }
         )
 
     def take_over_expired_lease(
@@ -813,22 +1096,29 @@ class DynamoJobStore:
             assert due_at is not None
             sets |= {"attempt": run.attempt + 1, "next_attempt_at_ms": to_ms(next_attempt_at)}
             sets |= self._due_attributes(run.job_id, due_at)
-            return self._update_run(
-                run.job_id,
-                run.scheduled_for_ms,
-                sets,
-                condition,
-                values,
-                remove=("lease_until_ms", "lease_owner"),
-            )
+            changes = {"next_attempt_at": next_attempt_at, "due_at": due_at, "error": error}
+            return self._move_to_retry(run, sets, condition, values, changes)
         sets |= {"finished_at_ms": to_ms(now), "expires_at": self._expiry(now)}
+        release = run.holds_slot
         request = self._run_update(
-            run.job_id, run.scheduled_for_ms, sets, condition, values, remove=_LEASE_AND_TIMER
+            run.job_id,
+            run.scheduled_for_ms,
+            sets,
+            condition + (f" AND {_HOLDS_SLOT}" if release else ""),
+            values,
+            remove=_LEASE_AND_TIMER,
         )
-        if not self._end_run(request, run.job_id if complete_job else None, now):
+        if not self._end_run(request, run.job_id, now, complete=complete_job, release=release):
             return None
         return run.model_copy(
-            update={"status": status, "error": error, "finished_at": now, "due_at": None, "lease_until": None}
+            update={
+                "status": status,
+                "error": error,
+                "finished_at": now,
+                "due_at": None,
+                "lease_until": None,
+                "holds_slot": False,
+            }
         )
 
     def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool:
@@ -885,6 +1175,23 @@ class DynamoJobStore:
             "#status = :failed AND attempt = :attempt",
             {"failed": "FAILED", "attempt": run.attempt},
             remove=("finished_at_ms",),
+        )
+
+    def revive_run_if_cancelled(self, run: Run, now: datetime, due_at: datetime) -> Run | None:
+        """CANCELLED → PENDING, same attempt: a firing whose run its job's pause cancelled (the
+        target was never called) runs after all, caught up by a resume (misfire CATCH_UP).
+        None if the run is not CANCELLED at the attempt we read."""
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.PENDING),
+                "expires_at": self._expiry(now),
+                **self._due_attributes(run.job_id, due_at),
+            },
+            "#status = :cancelled AND attempt = :attempt",
+            {"cancelled": "CANCELLED", "attempt": run.attempt},
+            remove=("finished_at_ms", "started_at_ms", "error", "response_code", "lateness_ms"),
         )
 
     def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool:

@@ -1,0 +1,545 @@
+"""Overlap and concurrency (issue 5): a job's `concurrency` policy decides what a run due to
+start does while `max_running` runs of the job are RUNNING, through the real handlers on
+moto. A run is kept RUNNING by a target call the receiver holds, in a worker pass of its
+own (a thread); the test's clock moves on meanwhile, as the next firings come due."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler_core.execution import Outcome
+from scheduler_core.model import Priority, RunMessage, RunStatus
+from scheduler_core.store import DynamoJobStore
+from tests.support.faults import WorkerDied, dying_executor
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+
+def at(minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 11, 21, 10, minute, second, tzinfo=UTC)
+
+
+def mark(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def every_minute(receiver: WebhookReceiver, **concurrency: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "every-minute",
+        "schedule": {"cron": "* * * * *"},
+        "target": {"type": "HTTP", "url": receiver.url},
+    }
+    return body | ({"concurrency": concurrency} if concurrency else {})
+
+
+def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
+    store = cloud.jobs._store
+    assert isinstance(store, DynamoJobStore)
+    return store
+
+
+def slots(cloud: SchedulerHarness, job_id: str) -> tuple[int, int | None]:
+    """The job's running slots taken, and the run (by time in ms) waiting for one."""
+    job = store_of(cloud).get_job(job_id)
+    assert job is not None
+    return job.running_count, job.buffered_run_ms
+
+
+def runs_of(cloud: SchedulerHarness, job_id: str) -> dict[str, dict[str, Any]]:
+    """The job's runs by `scheduled_for`."""
+    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs")
+    assert reply.status == 200, reply.body
+    return {run["scheduled_for"]: run for run in reply.body["items"]}
+
+
+def statuses(cloud: SchedulerHarness, job_id: str, *minutes: int) -> dict[str, str]:
+    """The job's runs' statuses by `scheduled_for`: all of them, or those of these minutes."""
+    found = {when: run["status"] for when, run in runs_of(cloud, job_id).items()}
+    return found if not minutes else {mark(at(m)): found.get(mark(at(m)), "") for m in minutes}
+
+
+def called(receiver: WebhookReceiver) -> list[str]:
+    return sorted(request.headers["x-scheduler-scheduled-for"] for request in receiver.requests)
+
+
+class InBackground:
+    """A worker pass (the queue mapping) in a thread of its own: its target call can stay in
+    flight (held by the receiver) while the test goes on."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as error:  # re-raised in the test's thread by `join`
+                self._error = error
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the worker pass did not end"
+        if self._error is not None:
+            raise self._error
+
+
+def hold_a_run(cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, when: datetime) -> Any:
+    """Move to `when` and start a worker pass whose target call is held: the run due then
+    stays RUNNING until the returned gate is set (then `.worker.join()`)."""
+    gate = receiver.hold_until_released()
+    held = receiver.in_flight + 1
+    clock.move_to(when)
+    worker = InBackground(cloud.deliver)
+    receiver.wait_in_flight(held)
+    return gate, worker
+
+
+# --- SKIP (the default) ------------------------------------------------------------------------
+
+
+def test_a_run_due_while_the_previous_one_runs_is_skipped_by_default(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(every_minute(receiver))  # 10:00:30: 10:01 and 10:02 claimed
+    assert job["concurrency"] == {"overlap": "SKIP", "max_running": 1}
+    job_id = job["job_id"]
+
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))  # the 10:01 run takes over a minute
+    assert slots(cloud, job_id) == (1, None)
+    clock.move_to(at(2))
+    assert cloud.deliver() == 1
+    skipped = runs_of(cloud, job_id)[mark(at(2))]
+    assert skipped["status"] == "SKIPPED"
+    assert skipped["error"] == (
+        "skipped: 1 run of the job running when it was due (concurrency.max_running 1, overlap SKIP)"
+    )
+    assert (skipped["started_at"], skipped["finished_at"]) == (None, mark(at(2)))
+
+    gate.set()
+    worker.join()
+    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SKIPPED"}
+    assert called(receiver) == [mark(at(1))]  # the skipped run's target was never called
+    assert slots(cloud, job_id) == (0, None)
+
+    clock.move_to(at(3))  # the slot is free again: the next run goes ahead
+    cloud.poll()
+    cloud.deliver()
+    assert statuses(cloud, job_id)[mark(at(3))] == "SUCCEEDED"
+    assert slots(cloud, job_id) == (0, None)
+
+
+# Two worker invocations at once in one process share Powertools' metrics: the first to end
+# publishes the other's too, which then has none left to publish (and warns).
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_max_running_two_lets_two_run_and_skips_the_third(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(every_minute(receiver, max_running=2))["job_id"]
+
+    first, first_worker = hold_a_run(cloud, clock, receiver, at(1))
+    second, second_worker = hold_a_run(cloud, clock, receiver, at(2))
+    assert slots(cloud, job_id) == (2, None)
+    clock.move_to(at(3))
+    cloud.poll()
+    assert cloud.deliver() == 1
+    assert statuses(cloud, job_id)[mark(at(3))] == "SKIPPED"
+    assert runs_of(cloud, job_id)[mark(at(3))]["error"].startswith("skipped: 2 runs of the job running")
+
+    first.set()
+    second.set()
+    first_worker.join()
+    second_worker.join()
+    assert statuses(cloud, job_id, 1, 2, 3) == {
+        mark(at(1)): "SUCCEEDED",
+        mark(at(2)): "SUCCEEDED",
+        mark(at(3)): "SKIPPED",
+    }
+    assert receiver.max_in_flight == 2
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_a_one_off_whose_run_is_skipped_behind_a_manual_run_completes(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Manual runs count and obey the policy like any run; a one-off's run skipped (its last
+    and only firing) completes the job, as its end would have."""
+    body = every_minute(receiver) | {"schedule": {"at": mark(at(1))}}
+    job_id = cloud.create(body)["job_id"]  # claimed at create
+    manual = cloud.call("POST", f"/v1/jobs/{job_id}/trigger")
+    assert manual.status == 202, manual.body
+    gate, worker = hold_a_run(cloud, clock, receiver, clock.now())  # the manual run, held
+    clock.move_to(at(1))
+    assert cloud.deliver() == 1
+    assert statuses(cloud, job_id, 1) == {mark(at(1)): "SKIPPED"}
+    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "COMPLETED"
+
+    gate.set()
+    worker.join()
+    assert runs_of(cloud, job_id)[manual.body["scheduled_for"]]["status"] == "SUCCEEDED"
+    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "COMPLETED"
+    assert slots(cloud, job_id) == (0, None)
+
+
+# --- BUFFER_ONE --------------------------------------------------------------------------------
+
+
+def test_buffer_one_keeps_one_run_waiting_starts_it_when_the_running_one_ends_and_skips_more(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))
+    assert job["concurrency"] == {"overlap": "BUFFER_ONE", "max_running": 1}
+    job_id = job["job_id"]
+
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    clock.move_to(at(2))
+    assert cloud.deliver() == 1  # 10:02 waits for the slot
+    assert statuses(cloud, job_id) == {mark(at(1)): "RUNNING", mark(at(2)): "PENDING"}
+    assert slots(cloud, job_id) == (1, int(at(2).timestamp() * 1000))
+
+    # 10:03 comes due while 10:02 waits: skipped. (10:02's timer is up too: the poller sends its
+    # message again, and it goes on waiting.)
+    clock.move_to(at(3))
+    cloud.poll()
+    cloud.deliver()
+    three = runs_of(cloud, job_id)[mark(at(3))]
+    assert three["status"] == "SKIPPED"
+    assert three["error"] == (
+        "skipped: another run of the job already waits for a slot "
+        "(concurrency.max_running 1, overlap BUFFER_ONE)"
+    )
+    assert statuses(cloud, job_id)[mark(at(2))] == "PENDING"
+
+    # 10:01 ends: its slot goes to 10:02 at once (the ending worker sends 10:02's message; the
+    # same worker pass picks it up).
+    gate.set()
+    worker.join()
+    assert statuses(cloud, job_id, 1, 2, 3) == {
+        mark(at(1)): "SUCCEEDED",
+        mark(at(2)): "SUCCEEDED",
+        mark(at(3)): "SKIPPED",
+    }
+    assert called(receiver) == [mark(at(1)), mark(at(2))]
+    runs = runs_of(cloud, job_id)
+    assert runs[mark(at(2))]["started_at"] >= runs[mark(at(1))]["finished_at"]
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_a_buffered_run_whose_wake_up_is_lost_is_started_by_the_poller(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The slot's release sends the buffered run's message; if that send is lost (the worker
+    died first), the buffered run's timer has the poller send it."""
+    job_id = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))["job_id"]
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    clock.move_to(at(2))
+    cloud.deliver()  # 10:02 buffered
+    lifecycle = cloud.executor._lifecycle
+    lifecycle.wake_buffered = lambda job, run: None  # type: ignore[method-assign]
+    gate.set()
+    worker.join()
+    assert statuses(cloud, job_id)[mark(at(2))] == "PENDING"
+    assert slots(cloud, job_id) == (0, int(at(2).timestamp() * 1000))
+
+    clock.move_to(at(3))  # 10:02's timer (a minute after it was buffered)
+    cloud.poll()
+    cloud.deliver()
+    assert statuses(cloud, job_id)[mark(at(2))] == "SUCCEEDED"
+    assert called(receiver)[:2] == [mark(at(1)), mark(at(2))]
+
+
+def test_a_buffered_run_that_was_cancelled_does_not_hold_up_the_next_ones(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))["job_id"]
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    clock.move_to(at(2))
+    cloud.deliver()  # 10:02 buffered
+    store = store_of(cloud)
+    buffered = store.get_run(job_id, int(at(2).timestamp() * 1000))
+    assert buffered is not None
+    assert store.cancel_run_if_not_started(buffered, clock.now())  # e.g. a schedule change
+    gate.set()
+    worker.join()
+
+    clock.move_to(at(3))
+    cloud.poll()
+    cloud.deliver()  # the buffered run ended without starting: forgotten, 10:03 runs
+    assert statuses(cloud, job_id, 1, 2, 3) == {
+        mark(at(1)): "SUCCEEDED",
+        mark(at(2)): "CANCELLED",
+        mark(at(3)): "SUCCEEDED",
+    }
+    assert slots(cloud, job_id) == (0, None)
+
+
+# --- ALLOW -------------------------------------------------------------------------------------
+
+
+def test_allow_starts_every_run_whatever_runs_already(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(every_minute(receiver, overlap="ALLOW"))
+    assert job["concurrency"] == {"overlap": "ALLOW", "max_running": None}
+    job_id = job["job_id"]
+
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    clock.move_to(at(2))
+    assert cloud.deliver() == 1
+    assert statuses(cloud, job_id) == {mark(at(1)): "RUNNING", mark(at(2)): "SUCCEEDED"}
+    assert receiver.max_in_flight == 2
+    gate.set()
+    worker.join()
+    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SUCCEEDED"}
+    assert slots(cloud, job_id) == (0, None)  # ALLOW counts nothing
+
+
+# --- every way an attempt ends gives its slot back -----------------------------------------------
+
+
+def test_a_retrying_or_failed_attempt_gives_its_slot_back(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Hourly, so no other firing comes near: attempt 1 fails (RETRYING: not running, its slot
+    given back), attempt 2 takes a slot again at its start and fails for good (given back)."""
+    hourly = {"schedule": {"cron": "0 * * * *"}, "retry": {"max_attempts": 2, "backoff_seconds": 30}}
+    job_id = cloud.create(every_minute(receiver) | hourly)["job_id"]
+    eleven = datetime(2026, 11, 21, 11, 0, tzinfo=UTC)
+    clock.move_to(eleven - timedelta(minutes=1))
+    cloud.poll()
+    receiver.respond_with(500, 500)
+    clock.move_to(eleven)
+    cloud.deliver()
+    [retrying] = runs_of(cloud, job_id).values()
+    assert (retrying["status"], retrying["attempt"]) == ("RETRYING", 2)
+    assert slots(cloud, job_id) == (0, None)
+
+    clock.move_to(datetime.fromisoformat(retrying["next_attempt_at"]))
+    cloud.deliver()
+    assert statuses(cloud, job_id) == {mark(eleven): "FAILED"}
+    assert len(receiver.requests) == 2
+    assert slots(cloud, job_id) == (0, None)
+
+    noon = eleven + timedelta(hours=1)  # the next run is not held up
+    clock.move_to(noon - timedelta(minutes=1))
+    cloud.poll()
+    clock.move_to(noon)
+    cloud.deliver()
+    assert statuses(cloud, job_id)[mark(noon)] == "SUCCEEDED"
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_the_slot_of_a_worker_that_died_is_given_back_at_its_lease_expiry(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A worker dies after its call: its run holds the slot (it might still be running) until
+    the lease runs out; then the watchdog retries it and the slot is free. A manual run
+    triggered meanwhile obeys the policy too: it is skipped."""
+    job_id = cloud.create(
+        every_minute(receiver) | {"schedule": {"cron": "0 * * * *"}, "retry": {"backoff_seconds": 1}}
+    )["job_id"]
+    clock.move_to(datetime(2026, 11, 21, 10, 59, tzinfo=UTC))
+    cloud.poll()  # 11:00 claimed
+    clock.move_to(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))
+    sqs, url = cloud.clients.sqs(), cloud.queue_url(Priority.NORMAL)
+    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+    with pytest.raises(WorkerDied):
+        dying_executor(cloud, before_the_record=False).execute(
+            RunMessage.model_validate_json(message["Body"])
+        )
+    assert slots(cloud, job_id) == (1, None)
+
+    manual = cloud.call("POST", f"/v1/jobs/{job_id}/trigger")
+    assert manual.status == 202, manual.body
+    cloud.deliver()
+    assert runs_of(cloud, job_id)[manual.body["scheduled_for"]]["status"] == "SKIPPED"
+    assert slots(cloud, job_id) == (1, None)
+
+    clock.advance(cloud.settings.run_lease_seconds + 5)
+    cloud.poll()  # the watchdog: attempt 1 is lost, attempt 2 is due after its backoff
+    hourly = runs_of(cloud, job_id)[mark(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))]
+    assert (hourly["status"], hourly["attempt"]) == ("RETRYING", 2)
+    assert slots(cloud, job_id) == (0, None)
+
+    clock.advance(10)
+    cloud.deliver()  # attempt 2 reuses the success Powertools recorded: no second call
+    assert runs_of(cloud, job_id)[hourly["scheduled_for"]]["status"] == "SUCCEEDED"
+    assert len(receiver.requests) == 1
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_the_slot_of_a_dead_workers_run_is_given_back_when_its_cancelled_job_lets_it_go(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    clock.move_to(at(1))
+    sqs, url = cloud.clients.sqs(), cloud.queue_url(Priority.NORMAL)
+    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+    with pytest.raises(WorkerDied):
+        dying_executor(cloud, before_the_record=True).execute(RunMessage.model_validate_json(message["Body"]))
+    assert slots(cloud, job_id) == (1, None)
+    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
+
+    clock.advance(cloud.settings.run_lease_seconds + 5)
+    cloud.poll()
+    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_a_run_cancelled_by_its_worker_before_the_call_gives_its_slot_back(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The worker took the run (and a slot) a little early; the job is paused before the run's
+    time, so the worker cancels it, uncalled, and the slot with it."""
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    waiting = clock.sleep_until
+    taken: list[tuple[int, int | None]] = []
+
+    def pause_meanwhile(when: datetime) -> None:
+        taken.append(slots(cloud, job_id))
+        cloud.call("POST", f"/v1/jobs/{job_id}/pause")
+        waiting(when)
+
+    clock.move_to(at(1) - timedelta(seconds=1))
+    clock.sleep_until = pause_meanwhile  # type: ignore[method-assign]
+    assert cloud.deliver() == 1
+    assert taken == [(1, None)]
+    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
+    assert receiver.requests == []
+    assert slots(cloud, job_id) == (0, None)
+
+
+# --- decisions made early, duplicates, changes of policy ------------------------------------------
+
+
+def test_a_skip_decided_before_the_runs_time_is_decided_again_at_its_time(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The worker takes a run up to a few seconds early. If the slots are all taken then, it
+    waits for the run's time and looks again: the run before may have ended meanwhile."""
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    waiting = clock.sleep_until
+
+    def previous_run_ends_meanwhile(when: datetime) -> None:
+        gate.set()
+        worker.join()
+        waiting(when)
+
+    clock.move_to(at(2) - timedelta(seconds=1))  # 10:02's message arrives a little early
+    clock.sleep_until = previous_run_ends_meanwhile  # type: ignore[method-assign]
+    assert cloud.deliver() == 1
+    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SUCCEEDED"}
+    assert len(receiver.requests) == 2
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_a_duplicate_message_of_a_running_run_is_dropped_not_skipped(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    run = store_of(cloud).get_run(job_id, int(at(1).timestamp() * 1000))
+    assert run is not None
+    message = RunMessage(job_id=job_id, run_id=run.run_id, scheduled_for_ms=run.scheduled_for_ms, attempt=1)
+    assert cloud.executor.execute(message) is Outcome.DUPLICATE
+    gate.set()
+    worker.join()
+    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "PENDING"}
+    assert slots(cloud, job_id) == (0, None)
+
+
+def test_a_changed_policy_applies_to_the_runs_that_start_after_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
+    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"concurrency": {"overlap": "ALLOW"}})
+    assert reply.status == 200, reply.body
+    assert reply.body["concurrency"] == {"overlap": "ALLOW", "max_running": None}
+    clock.move_to(at(2))
+    cloud.deliver()
+    assert statuses(cloud, job_id)[mark(at(2))] == "SUCCEEDED"
+    gate.set()
+    worker.join()
+    # The 10:01 run took its slot under SKIP and gave it back at its end.
+    assert slots(cloud, job_id) == (0, None)
+
+
+# --- the API -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "field"),
+    [
+        pytest.param({"max_running": 0}, "concurrency.max_running", id="max_running below 1"),
+        pytest.param({"max_running": 1001}, "concurrency.max_running", id="max_running above 1000"),
+        pytest.param({"max_running": "many"}, "concurrency.max_running", id="max_running not a number"),
+        pytest.param({"overlap": "QUEUE"}, "concurrency.overlap", id="unknown overlap"),
+        pytest.param(
+            {"overlap": "ALLOW", "max_running": 2}, "concurrency.max_running", id="limit with ALLOW"
+        ),
+        pytest.param({"parallel": 2}, "concurrency.parallel", id="unknown field"),
+    ],
+)
+def test_a_bad_concurrency_is_a_400_naming_the_field(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, concurrency: dict[str, Any], field: str
+) -> None:
+    reply = cloud.call("POST", "/v1/jobs", every_minute(receiver, **concurrency))
+    assert reply.status == 400, reply.body
+    assert reply.body["error"]["code"] == "VALIDATION_ERROR"
+    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
+
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"concurrency": concurrency})
+    assert reply.status == 400, reply.body
+    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
+
+
+def test_the_job_echoes_its_concurrency_and_a_patch_replaces_it_whole(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(every_minute(receiver, max_running=3))
+    assert job["concurrency"] == {"overlap": "SKIP", "max_running": 3}
+    assert "running_count" not in job
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["concurrency"] == job["concurrency"]
+
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": {"overlap": "BUFFER_ONE"}})
+    assert reply.status == 200, reply.body
+    assert reply.body["concurrency"] == {"overlap": "BUFFER_ONE", "max_running": 1}
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": None})
+    assert reply.status == 400
+    assert reply.body["error"]["details"][0]["field"] == "concurrency"
+
+
+def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_complete(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The release and the completion are one update of the job; a job cancelled meanwhile
+    cannot complete, and the run still ends and gives its slot back."""
+    job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": mark(at(1))}})["job_id"]
+    store, now = store_of(cloud), clock.now()
+    job = store.get_job(job_id)
+    assert job is not None
+    message = RunMessage(
+        job_id=job_id,
+        run_id=f"{job_id}:{int(at(1).timestamp() * 1000)}",
+        scheduled_for_ms=int(at(1).timestamp() * 1000),
+        attempt=1,
+    )
+    run = store.start_run_in_slot(message, job, now, now + timedelta(minutes=9), "worker-a")
+    assert run is not None
+    assert run.holds_slot
+    assert slots(cloud, job_id) == (1, None)
+    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
+
+    assert store.finish_run_if_held(run, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "CANCELLED"
+    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED"}
+    assert slots(cloud, job_id) == (0, None)

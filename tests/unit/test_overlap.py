@@ -1,0 +1,126 @@
+"""Overlap and concurrency decisions (issue 5): what a run due to start does, given its job's
+policy, the slots taken and the run waiting for one. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from scheduler_core.model import ConcurrencyPolicy, JobCreate, JobPatch, Overlap
+from scheduler_core.overlap import Admission, admit, skip_reason, waits_behind_another
+
+ME = 1_000
+OTHER = 2_000
+A = Admission
+
+
+def policy(overlap: str, max_running: int | None = None) -> ConcurrencyPolicy:
+    fields: dict[str, Any] = {"overlap": overlap}
+    if max_running is not None:
+        fields["max_running"] = max_running
+    return ConcurrencyPolicy.model_validate(fields)
+
+
+@pytest.mark.parametrize(
+    ("overlap", "max_running", "running", "buffered", "expected"),
+    [
+        # SKIP: start while a slot is free, else skip.
+        ("SKIP", 1, 0, None, A.START),
+        ("SKIP", 1, 1, None, A.SKIP),
+        ("SKIP", 2, 1, None, A.START),
+        ("SKIP", 2, 2, None, A.SKIP),
+        ("SKIP", 2, 3, None, A.SKIP),  # more than the limit (it was lowered): still none free
+        # A run left buffered by an earlier BUFFER_ONE policy does not hold SKIP runs back ...
+        ("SKIP", 1, 0, OTHER, A.START),
+        # ... and itself is decided like any run.
+        ("SKIP", 1, 1, ME, A.SKIP),
+        ("SKIP", 1, 0, ME, A.START),
+        # BUFFER_ONE: start while a slot is free, else wait; skip while another waits.
+        ("BUFFER_ONE", 1, 0, None, A.START),
+        ("BUFFER_ONE", 1, 1, None, A.BUFFER),
+        ("BUFFER_ONE", 1, 1, ME, A.BUFFER),  # still waiting
+        ("BUFFER_ONE", 1, 0, ME, A.START),  # its slot came
+        ("BUFFER_ONE", 1, 1, OTHER, A.SKIP),
+        ("BUFFER_ONE", 1, 0, OTHER, A.SKIP),  # a slot is free, but the waiting run goes first
+        ("BUFFER_ONE", 3, 2, None, A.START),
+        ("BUFFER_ONE", 3, 3, None, A.BUFFER),
+        # ALLOW: no limit.
+        ("ALLOW", None, 0, None, A.START),
+        ("ALLOW", None, 50, None, A.START),
+        ("ALLOW", None, 5, OTHER, A.START),
+    ],
+)
+def test_admit(
+    overlap: str, max_running: int | None, running: int, buffered: int | None, expected: A
+) -> None:
+    assert admit(policy(overlap, max_running), running, buffered, ME) is expected
+
+
+def test_only_another_run_waiting_under_buffer_one_holds_a_run_back() -> None:
+    assert waits_behind_another(policy("BUFFER_ONE"), OTHER, ME)
+    assert not waits_behind_another(policy("BUFFER_ONE"), ME, ME)
+    assert not waits_behind_another(policy("BUFFER_ONE"), None, ME)
+    assert not waits_behind_another(policy("SKIP"), OTHER, ME)
+
+
+def test_a_skipped_run_says_why() -> None:
+    assert skip_reason(policy("SKIP"), 1, None, ME) == (
+        "skipped: 1 run of the job running when it was due (concurrency.max_running 1, overlap SKIP)"
+    )
+    assert skip_reason(policy("SKIP", 2), 2, None, ME).startswith("skipped: 2 runs of the job running")
+    assert skip_reason(policy("BUFFER_ONE"), 1, OTHER, ME) == (
+        "skipped: another run of the job already waits for a slot "
+        "(concurrency.max_running 1, overlap BUFFER_ONE)"
+    )
+
+
+# --- the policy as a request gives it ---------------------------------------------------------
+
+
+def test_the_default_is_one_run_at_a_time_skipping_the_others() -> None:
+    assert ConcurrencyPolicy() == ConcurrencyPolicy(overlap=Overlap.SKIP, max_running=1)
+    request = JobCreate.model_validate(
+        {"name": "n", "schedule": {"cron": "* * * * *"}, "target": {"type": "HTTP", "url": "https://x.io"}}
+    )
+    assert request.concurrency.model_dump(mode="json") == {"overlap": "SKIP", "max_running": 1}
+
+
+def test_buffer_one_defaults_to_one_running_and_allow_has_no_limit() -> None:
+    assert policy("BUFFER_ONE").max_running == 1
+    assert policy("ALLOW").max_running is None
+    assert policy("SKIP", 5).max_running == 5
+
+
+def errors_of(body: dict[str, Any]) -> list[tuple[str, str]]:
+    with pytest.raises(ValidationError) as caught:
+        ConcurrencyPolicy.model_validate(body)
+    return [(".".join(str(part) for part in error["loc"]), error["msg"]) for error in caught.value.errors()]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"max_running": 0}, "max_running"),
+        ({"max_running": -1}, "max_running"),
+        ({"max_running": 1001}, "max_running"),
+        ({"overlap": "QUEUE"}, "overlap"),
+        ({"overlap": "skip"}, "overlap"),  # enum values are upper case
+        ({"overlap": "ALLOW", "max_running": 1}, "max_running"),
+        ({"parallel": 2}, "parallel"),
+    ],
+)
+def test_a_bad_policy_names_its_field(body: dict[str, Any], field: str) -> None:
+    assert [loc for loc, _ in errors_of(body)] == [field]
+
+
+def test_a_limit_given_with_allow_is_refused_for_what_it_is() -> None:
+    [(_, message)] = errors_of({"overlap": "ALLOW", "max_running": 3})
+    assert "ALLOW starts every run without a limit" in message
+
+
+def test_a_patch_may_not_null_the_policy() -> None:
+    with pytest.raises(ValidationError) as caught:
+        JobPatch.model_validate({"concurrency": None})
+    assert [error["loc"] for error in caught.value.errors()] == [("concurrency",)]
