@@ -40,8 +40,8 @@ from scheduler_core.composition import (
 )
 from scheduler_core.dispatch import CONTENTION_PAUSES_MS
 from scheduler_core.execution import Outcome, RunExecutor
+from scheduler_core.messages import run_message
 from scheduler_core.model import DeadLetter, JobCreate, Priority, RetryPolicy, Run, RunMessage, RunStatus
-from scheduler_core.queues import run_message
 from scheduler_core.retry import backoff
 from scheduler_core.settings import Settings, settings_from_env
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event

@@ -15,8 +15,8 @@ from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.model import Priority
 from scheduler_core.ports import TargetInvoker
-from scheduler_core.queues import SqsRunQueue
-from scheduler_core.redrive import DeadLetterRedriver, SqsDeadLetterQueue
+from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
+from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.store import DynamoJobStore
 from scheduler_core.targets import TargetDispatcher

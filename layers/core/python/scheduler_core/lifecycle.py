@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 
 from scheduler_core import run_state
 from scheduler_core.clock import Clock
+from scheduler_core.messages import MAX_DELAY_SECONDS, run_message
 from scheduler_core.model import DeadLetter, Job, JobStatus, Overlap, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore, RunQueue, RunRef
-from scheduler_core.queues import MAX_DELAY_SECONDS, run_message
 from scheduler_core.retry import attempts_left, backoff
 from scheduler_core.schedule import NeverFires, next_fire_after
 

@@ -3,7 +3,7 @@ them with boto3; tests may pass anything that fits."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -195,4 +195,27 @@ class MessageLease(Protocol):
 
     def hide_for(self, seconds: int) -> None:
         """Keep the message invisible for `seconds` from now (extend or shorten its lease)."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeadLetterMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+
+
+class DeadLetterQueue(Protocol):
+    """The DLQ as a pass reads it."""
+
+    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
+        """Up to `max_messages` (≤ 10) messages, hidden from other receives for the pass."""
+        ...
+
+    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
+        """Delete handled messages; how many were deleted (failures are logged)."""
+        ...
+
+    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
+        """Make messages left on the queue visible again now."""
         ...

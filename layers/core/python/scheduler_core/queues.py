@@ -3,38 +3,18 @@ becomes visible shortly before the run's time; the worker waits out the rest."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from scheduler_core.aws import AwsClients
-from scheduler_core.clock import Clock, to_ms
-from scheduler_core.model import DeadLetter, Priority, Run, RunMessage
+from scheduler_core.clock import Clock
+from scheduler_core.messages import BATCH_SIZE, delay_seconds, run_message
+from scheduler_core.model import DeadLetter, Priority, Run
 from scheduler_core.observability import logger
-
-MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
-BATCH_SIZE = 10  # SQS's ceiling for SendMessageBatch
-
-
-def delay_seconds(fire_at: datetime, now: datetime, lead_seconds: int = 0) -> int:
-    """Whole seconds until `lead_seconds` before `fire_at`, floored and clamped to what SQS
-    accepts (0..900). The lead makes the message visible early: queue pollers notice delayed
-    messages only about once a second, and the worker waits out the rest itself."""
-    seconds = math.floor((fire_at - now).total_seconds()) - lead_seconds
-    return max(0, min(MAX_DELAY_SECONDS, seconds))
-
-
-def run_message(run: Run) -> RunMessage:
-    return RunMessage(
-        job_id=run.job_id,
-        run_id=run.run_id,
-        scheduled_for_ms=run.scheduled_for_ms,
-        attempt=run.attempt,
-        not_before_ms=to_ms(run.next_attempt_at) if run.next_attempt_at else None,
-    )
+from scheduler_core.ports import DeadLetterMessage
 
 
 class SqsRunQueue:
@@ -127,3 +107,69 @@ def queue_url_for_arn(queue_arn: str, known_urls: list[str]) -> str | None:
     """The URL of one of `known_urls` whose queue `queue_arn` names (same queue name)."""
     name = queue_arn.rsplit(":", 1)[-1]
     return next((url for url in known_urls if url.rstrip("/").rsplit("/", 1)[-1] == name), None)
+
+
+class SqsDeadLetterQueue:
+    """`DeadLetterQueue` on the stack's SQS DLQ.
+
+    `hold_seconds`: how long a received message stays hidden (a pass releases the ones it
+    keeps when it ends; if it dies, they come back after this). `wait_seconds`: long polling,
+    so an empty receive means an empty queue, not an unlucky sample of SQS's servers.
+    """
+
+    def __init__(
+        self, clients: AwsClients, queue_url: str, hold_seconds: int = 900, wait_seconds: int = 1
+    ) -> None:
+        self._clients = clients
+        self._url = queue_url
+        self._hold = hold_seconds
+        self._wait = wait_seconds
+
+    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
+        reply = self._clients.sqs().receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=max(1, min(BATCH_SIZE, max_messages)),
+            VisibilityTimeout=self._hold,
+            WaitTimeSeconds=self._wait,
+        )
+        return [
+            DeadLetterMessage(message["MessageId"], message["ReceiptHandle"], message.get("Body", ""))
+            for message in reply.get("Messages", [])
+        ]
+
+    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
+        deleted = 0
+        for chunk in _chunks(messages):
+            try:
+                reply = self._clients.sqs().delete_message_batch(
+                    QueueUrl=self._url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(chunk)],
+                )
+            except (BotoCoreError, ClientError) as error:
+                logger.error("dead letters not deleted", extra={"count": len(chunk), "error": str(error)})
+                continue
+            deleted += len(reply.get("Successful", []))
+            for failure in reply.get("Failed", []):
+                logger.error(
+                    "dead letter not deleted",
+                    extra={"message_id": chunk[int(failure["Id"])].message_id, "code": failure.get("Code")},
+                )
+        return deleted
+
+    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
+        for chunk in _chunks(messages):
+            try:
+                self._clients.sqs().change_message_visibility_batch(
+                    QueueUrl=self._url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+                        for i, m in enumerate(chunk)
+                    ],
+                )
+            except (BotoCoreError, ClientError) as error:
+                # They come back on their own once `hold_seconds` have passed.
+                logger.warning("kept dead letters not released", extra={"error": str(error)})
+
+
+def _chunks(messages: Sequence[DeadLetterMessage]) -> list[Sequence[DeadLetterMessage]]:
+    return [messages[start : start + BATCH_SIZE] for start in range(0, len(messages), BATCH_SIZE)]

@@ -23,22 +23,17 @@ made visible again when it ends.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from scheduler_core import run_state
-from scheduler_core.aws import AwsClients
 from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.messages import BATCH_SIZE
 from scheduler_core.model import DeadLetter, JobStatus, RunMessage, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import JobStore, RunQueue, StoreContention
-
-SQS_BATCH = 10  # SQS's most messages per receive, delete or visibility change
+from scheduler_core.ports import DeadLetterMessage, DeadLetterQueue, JobStore, RunQueue, StoreContention
 
 
 class Outcome(StrEnum):
@@ -56,29 +51,6 @@ class Outcome(StrEnum):
 
 
 KEPT = frozenset({Outcome.PAUSED, Outcome.UNREADABLE, Outcome.FAILED_AGAIN, Outcome.DEFERRED})
-
-
-@dataclass(frozen=True)
-class DeadLetterMessage:
-    message_id: str
-    receipt_handle: str
-    body: str
-
-
-class DeadLetterQueue(Protocol):
-    """The DLQ as a pass reads it."""
-
-    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
-        """Up to `max_messages` (≤ 10) messages, hidden from other receives for the pass."""
-        ...
-
-    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
-        """Delete handled messages; how many were deleted (failures are logged)."""
-        ...
-
-    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
-        """Make messages left on the queue visible again now."""
-        ...
 
 
 @dataclass
@@ -120,7 +92,7 @@ class DeadLetterRedriver:
         kept: dict[str, DeadLetterMessage] = {}
         try:
             while limit is None or report.received < limit:
-                wanted = SQS_BATCH if limit is None else min(SQS_BATCH, limit - report.received)
+                wanted = BATCH_SIZE if limit is None else min(BATCH_SIZE, limit - report.received)
                 batch = self._dead_letters.receive(wanted)
                 fresh = [message for message in batch if message.message_id not in seen]
                 # A kept message seen again (the pass outlasted its hiding): keep its new handle.
@@ -205,69 +177,3 @@ def _parse(body: str) -> DeadLetter | RunMessage | None:
         return RunMessage.model_validate_json(body)
     except ValidationError:
         return None
-
-
-class SqsDeadLetterQueue:
-    """`DeadLetterQueue` on the stack's SQS DLQ.
-
-    `hold_seconds`: how long a received message stays hidden (a pass releases the ones it
-    keeps when it ends; if it dies, they come back after this). `wait_seconds`: long polling,
-    so an empty receive means an empty queue, not an unlucky sample of SQS's servers.
-    """
-
-    def __init__(
-        self, clients: AwsClients, queue_url: str, hold_seconds: int = 900, wait_seconds: int = 1
-    ) -> None:
-        self._clients = clients
-        self._url = queue_url
-        self._hold = hold_seconds
-        self._wait = wait_seconds
-
-    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
-        reply = self._clients.sqs().receive_message(
-            QueueUrl=self._url,
-            MaxNumberOfMessages=max(1, min(SQS_BATCH, max_messages)),
-            VisibilityTimeout=self._hold,
-            WaitTimeSeconds=self._wait,
-        )
-        return [
-            DeadLetterMessage(message["MessageId"], message["ReceiptHandle"], message.get("Body", ""))
-            for message in reply.get("Messages", [])
-        ]
-
-    def delete(self, messages: Sequence[DeadLetterMessage]) -> int:
-        deleted = 0
-        for chunk in _chunks(messages):
-            try:
-                reply = self._clients.sqs().delete_message_batch(
-                    QueueUrl=self._url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(chunk)],
-                )
-            except (BotoCoreError, ClientError) as error:
-                logger.error("dead letters not deleted", extra={"count": len(chunk), "error": str(error)})
-                continue
-            deleted += len(reply.get("Successful", []))
-            for failure in reply.get("Failed", []):
-                logger.error(
-                    "dead letter not deleted",
-                    extra={"message_id": chunk[int(failure["Id"])].message_id, "code": failure.get("Code")},
-                )
-        return deleted
-
-    def release(self, messages: Sequence[DeadLetterMessage]) -> None:
-        for chunk in _chunks(messages):
-            try:
-                self._clients.sqs().change_message_visibility_batch(
-                    QueueUrl=self._url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
-                        for i, m in enumerate(chunk)
-                    ],
-                )
-            except (BotoCoreError, ClientError) as error:
-                # They come back on their own once `hold_seconds` have passed.
-                logger.warning("kept dead letters not released", extra={"error": str(error)})
-
-
-def _chunks(messages: Sequence[DeadLetterMessage]) -> list[Sequence[DeadLetterMessage]]:
-    return [messages[start : start + SQS_BATCH] for start in range(0, len(messages), SQS_BATCH)]
