@@ -44,6 +44,7 @@ _CONTENTION_CODES = {
 # The claim's condition: the job is still scheduled, at the version and firing we read.
 _UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
 _RUN_EXISTS = "attribute_exists(sk)"
+_RUN_ABSENT = "attribute_not_exists(sk)"
 _RUNNING_ATTEMPT = "#status = :running AND attempt = :attempt"
 # A running attempt still held by the worker that started it: the fencing of every finish.
 _HELD_BY_OWNER = f"{_RUNNING_ATTEMPT} AND lease_owner = :owner"
@@ -374,7 +375,7 @@ class DynamoJobStore:
                         "Put": {
                             "TableName": self._table,
                             "Item": self._run_item(run, now),
-                            "ConditionExpression": "attribute_not_exists(sk)",
+                            "ConditionExpression": _RUN_ABSENT,
                         }
                     },
                 ]
@@ -547,19 +548,10 @@ class DynamoJobStore:
     def put_run_if_absent(self, run: Run, now: datetime) -> bool:
         """Write a new run (a manual one, a resume's catch-up run); False if one already
         exists at its time."""
-        try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item=self._run_item(run, now),
-                ConditionExpression="attribute_not_exists(sk)",
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            if _is_contention(error):
-                raise StoreContention(str(error)) from error
-            raise
-        return True
+        return self._write_if(
+            {"TableName": self._table, "Item": self._run_item(run, now), "ConditionExpression": _RUN_ABSENT},
+            put=True,
+        )
 
     def update_job_if_unchanged(self, before: Job, after: Job, now: datetime, run: Run | None = None) -> bool:
         """Write `after` over the job read as `before` (its spec, status, next firing, due
@@ -585,19 +577,11 @@ class DynamoJobStore:
             | _values(seen=before.version, seen_status=str(before.status)),
         }
         if run is None:
-            try:
-                self._ddb.update_item(**job_update)
-            except ClientError as error:
-                if _condition_failed(error):
-                    return False
-                if _is_contention(error):
-                    raise StoreContention(str(error)) from error
-                raise
-            return True
+            return self._write_if(job_update)
         run_put = {
             "TableName": self._table,
             "Item": self._run_item(run, now),
-            "ConditionExpression": "attribute_not_exists(sk)",
+            "ConditionExpression": _RUN_ABSENT,
         }
         try:
             self._ddb.transact_write_items(TransactItems=[{"Update": job_update}, {"Put": run_put}])  # type: ignore[typeddict-item]
@@ -699,7 +683,7 @@ class DynamoJobStore:
         for give_back, completing in variants:
             job_update = self._job_end_update(job_id, now, give_back, completing)
             if job_update is None:
-                return self._write_run(request)
+                return self._write_if(request)
             reasons = self._transact([{"Update": request}, {"Update": job_update}])
             if not reasons:
                 return True
@@ -753,9 +737,14 @@ class DynamoJobStore:
             return []
         raise AssertionError("the last try returns or raises")
 
-    def _write_run(self, request: dict[str, Any]) -> bool:
+    def _write_if(self, request: dict[str, Any], put: bool = False) -> bool:
+        """One conditional UpdateItem (or PutItem): False when its condition failed (someone
+        else won); throttling and conflicts raise StoreContention."""
         try:
-            self._ddb.update_item(**request)
+            if put:
+                self._ddb.put_item(**request)
+            else:
+                self._ddb.update_item(**request)
         except ClientError as error:
             if _condition_failed(error):
                 return False
@@ -939,21 +928,15 @@ class DynamoJobStore:
     def clear_buffered_run(self, job_id: str, run_ms: int) -> bool:
         """Forget the job's buffered run `run_ms` (it ended without starting: cancelled,
         failed), if it still is the buffered one."""
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=self._job_key(job_id),
-                UpdateExpression="REMOVE buffered_run_ms",
-                ConditionExpression="buffered_run_ms = :seen",
-                ExpressionAttributeValues=_values(seen=run_ms),
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            if _is_contention(error):
-                raise StoreContention(str(error)) from error
-            raise
-        return True
+        return self._write_if(
+            {
+                "TableName": self._table,
+                "Key": self._job_key(job_id),
+                "UpdateExpression": "REMOVE buffered_run_ms",
+                "ConditionExpression": "buffered_run_ms = :seen",
+                "ExpressionAttributeValues": _values(seen=run_ms),
+            }
+        )
 
     def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
         """Push the lease (and the watchdog's timer) of a running attempt `owner` still holds."""
