@@ -355,11 +355,16 @@ def print_lateness(result: dict[str, Any]) -> None:
         f"stray deliveries {result['unexpected_deliveries']}, "
         f"wrong X-Scheduler-Scheduled-For {result['wrong_scheduled_for']}"
     )
+    print_probe_and_leftovers(result, "the first firing")
+
+
+def print_probe_and_leftovers(result: dict[str, Any], since: str) -> None:
+    """The moto probe's figures, the local cloud's log and what was left on its queues."""
     probe, call_ms = result["moto_probe"], result["moto_probe"]["call_ms"]
     stalls = ", ".join(f"{s['ms']} ms at {s['at_seconds']:+.0f} s" for s in probe["stalls"][:12])
     print(
         f"  moto probe (a trivial call every {probe['interval_seconds']} s): p99 {_ms(call_ms['p99'])}, "
-        f"max {_ms(call_ms['max'])}; stalls ≥ {STALL_MS} ms (from the first firing): {stalls or 'none'}"
+        f"max {_ms(call_ms['max'])}; stalls ≥ {STALL_MS} ms (from {since}): {stalls or 'none'}"
     )
     print(f"  local cloud log: {result['log']}")
     for queue, depths in result["queues_at_end"].items():

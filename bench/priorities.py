@@ -31,10 +31,10 @@ from bench.lateness import (
     CREATE_THREADS,
     CREATE_TIME_FACTOR,
     LEAD_MARGIN_SECONDS,
-    STALL_MS,
     Created,
     MotoProbe,
     create_job,
+    print_probe_and_leftovers,
     queue_depths,
     wait_for_arrivals,
     warm_up,
@@ -366,16 +366,7 @@ def print_priorities(result: dict[str, Any]) -> None:
         f"{sum(r['by_priority'][p]['wrong_scheduled_for'] for p in MEASURED)}, create failures "
         f"{len(r['create_failures'])}"
     )
-    probe, call_ms = result["moto_probe"], result["moto_probe"]["call_ms"]
-    stalls = ", ".join(f"{s['ms']} ms at {s['at_seconds']:+.0f} s" for s in probe["stalls"][:12])
-    print(
-        f"  moto probe: p99 {_ms(call_ms['p99'])}, max {_ms(call_ms['max'])}; stalls ≥ {STALL_MS} ms "
-        f"(from the due time): {stalls or 'none'}"
-    )
-    print(f"  local cloud log: {result['log']}")
-    for queue, depths in result["queues_at_end"].items():
-        if any(depths.values()):
-            print(f"  left on {queue}: {depths}")
+    print_probe_and_leftovers(result, "the due time")
 
 
 def priorities_headline(result: dict[str, Any]) -> str:
