@@ -14,6 +14,7 @@ from infra.function import LOG_RETENTION, SchedulerFunction, shared_environment
 from infra.job_store import TENANT_INDEX, JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
+from infra.targets import target_check_environment
 
 STAGE_NAME = "prod"
 
@@ -45,7 +46,11 @@ class Api(Construct):
             log_level=config.log_level,
             # Below API Gateway's 29 s integration timeout, so our own error reaches the caller.
             timeout=Duration.seconds(25),
-            environment=shared_environment(config, store, queues),
+            # A job's target is checked at create as the worker's IAM grants and deny allow.
+            environment={
+                **shared_environment(config, store, queues),
+                **target_check_environment(self, config),
+            },
         )
         # Creating a job that fires within the lookahead claims it at once: the same
         # conditional TransactWriteItems as the poller, authorized as its item actions.

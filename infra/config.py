@@ -32,6 +32,9 @@ LAMBDA_PYTHON_VERSION = "3.14"
 STACK_NAME = "ServerlessScheduler"
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The api function carries the target ARN patterns in its environment, which Lambda limits
+# to 4 KB in all; the rest of it (tables, queue URLs, numbers) takes about 1 KB.
+MAX_TARGET_PATTERN_CHARACTERS = 2048
 
 
 class ConfigError(ValueError):
@@ -83,6 +86,21 @@ class SchedulerConfig:
             _check_range(f"queue_capacity.{priority}.batch_size", capacity.batch_size, 1, 10)
             # Lambda's own bounds for an SQS event source's maximum concurrency.
             _check_range(f"queue_capacity.{priority}.max_concurrency", capacity.max_concurrency, 2, 1000)
+        patterns = [
+            list(arns)
+            for arns in (
+                self.target_queue_arns,
+                self.target_topic_arns,
+                self.target_event_bus_arns,
+                self.target_function_arns,
+            )
+            if arns
+        ]
+        if len(json.dumps(patterns)) > MAX_TARGET_PATTERN_CHARACTERS:
+            raise ConfigError(
+                f"context target_*_arns hold over {MAX_TARGET_PATTERN_CHARACTERS} characters of ARN "
+                "patterns, which the api function must carry in its 4 KB environment: use wildcards"
+            )
 
     @property
     def visibility_timeout_seconds(self) -> int:

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import FUNCTIONS_DIR, SchedulerConfig
+from infra.config import FUNCTIONS_DIR, ConfigError, SchedulerConfig
 from infra.job_store import JobStore
 from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_runtime
 from infra.queues import SchedulerQueues
 
 METRICS_NAMESPACE = "ServerlessScheduler"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+# Lambda's limit on a function name.
+MAX_FUNCTION_NAME = 64
+
+
+def function_name_prefix(scope: Construct) -> str:
+    """Every function of the stack is named with it: ours explicitly (`<stack name>-api`), any
+    other by CloudFormation (`<stack name>-<logical id>-<suffix>`). The worker's IAM deny and
+    the API's target check both rely on it."""
+    return f"{Stack.of(scope).stack_name}-"
 
 
 def shared_environment(config: SchedulerConfig, store: JobStore, queues: SchedulerQueues) -> dict[str, str]:
@@ -58,6 +67,12 @@ class SchedulerFunction(Construct):
         memory_size: int = 512,
     ) -> None:
         super().__init__(scope, construct_id)
+        function_name = f"{function_name_prefix(self)}{name}"
+        if len(function_name) > MAX_FUNCTION_NAME:
+            raise ConfigError(
+                f"function name {function_name!r} is over Lambda's {MAX_FUNCTION_NAME} characters: "
+                "give the stack a shorter name"
+            )
         # An explicit log group sets retention without CDK's log-retention custom resource.
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
         self.role = iam.Role(
@@ -75,6 +90,9 @@ class SchedulerFunction(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
+            # A name of ours, not CloudFormation's: the worker's IAM deny on invoking the stack's
+            # functions and the API's refusal of them as targets rely on its prefix.
+            function_name=function_name,
             description=description,
             runtime=lambda_runtime(),
             architecture=lambda_.Architecture.X86_64,

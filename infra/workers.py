@@ -8,10 +8,11 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from infra.config import PRIORITIES, SchedulerConfig
-from infra.function import SchedulerFunction, shared_environment
+from infra.function import SchedulerFunction, function_name_prefix, shared_environment
 from infra.job_store import JobStore
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
+from infra.targets import TARGET_GRANTS, TargetGrant
 
 
 class Workers(Construct):
@@ -85,24 +86,15 @@ class Workers(Construct):
             )
 
         # Job targets (DESIGN §7) are chosen at run time; by default any resource of the kind
-        # in this account and region. One action per kind, the one its delivery calls.
-        self._allow_targets("target_queue_arns", config.target_queue_arns, "sqs:SendMessage", "sqs", "*")
-        self._allow_targets("target_topic_arns", config.target_topic_arns, "sns:Publish", "sns", "*")
-        self._allow_targets(
-            "target_event_bus_arns", config.target_event_bus_arns, "events:PutEvents", "events", "event-bus/*"
-        )
-        self._allow_targets(
-            "target_function_arns",
-            config.target_function_arns,
-            "lambda:InvokeFunction",
-            "lambda",
-            "function:*",
-        )
+        # in this account and region. One action per kind, the one its delivery calls. The api
+        # gets the same patterns and refuses a target outside them at create.
+        for grant in TARGET_GRANTS:
+            self._allow_targets(grant, config)
         # ... but never this stack's own functions, whatever the grant above allows: an event
         # shaped as an API Gateway request would act as any tenant the job's payload names, one
-        # shaped as an SQS batch would feed the worker forged run messages. CloudFormation names
-        # them "<stack name>-<logical id>-<suffix>". (The API refuses the scheduler's own queues
-        # as targets in the same spirit.)
+        # shaped as an SQS batch would feed the worker forged run messages. Every function of
+        # the stack is named "<stack name>-...": ours by `SchedulerFunction`, any other by
+        # CloudFormation. (The API refuses them, and the scheduler's own queues, as targets.)
         stack = Stack.of(self)
         self.function.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -112,36 +104,31 @@ class Workers(Construct):
                     stack.format_arn(
                         service="lambda",
                         resource="function",
-                        resource_name=f"{stack.stack_name}-*",
+                        resource_name=f"{function_name_prefix(self)}*",
                         arn_format=ArnFormat.COLON_RESOURCE_NAME,
                     )
                 ],
             )
         )
 
-    def _allow_targets(
-        self, context_key: str, configured: tuple[str, ...] | None, action: str, service: str, resource: str
-    ) -> None:
+    def _allow_targets(self, grant: TargetGrant, config: SchedulerConfig) -> None:
+        configured = grant.configured(config)
+        if configured == ():
+            return
+        resources = grant.patterns(self, config)
         if configured is None:
-            resources = [
-                Stack.of(self).format_arn(
-                    service=service, resource=resource, arn_format=ArnFormat.NO_RESOURCE_NAME
-                )
-            ]
+            service, resource = grant.service, grant.default_resource
             # The same ARN as cdk-nag prints it in its finding.
             wildcards = [f"arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:{resource}"]
             why = (
                 f"Job targets are chosen at run time by API callers, so by default the worker may "
-                f"{action} to any such resource in its own account and region (never another "
-                f"account's). Narrow it with the CDK context '{context_key}'."
+                f"{grant.action} to any such resource in its own account and region (never another "
+                f"account's). Narrow it with the CDK context '{grant.context_key}'."
             )
-        elif not configured:
-            return
         else:
-            resources = list(configured)
             wildcards = [arn for arn in resources if "*" in arn]
-            why = f"The deployer chose these target ARN patterns in the CDK context '{context_key}'."
-        self.function.allow(actions=[action], resources=resources)
+            why = f"The deployer chose these target ARN patterns in the CDK context '{grant.context_key}'."
+        self.function.allow(actions=[grant.action], resources=resources)
         for arn in wildcards:
             Validations.of(self.function.role).acknowledge(
                 Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn}]", reason=why)

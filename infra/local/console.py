@@ -58,9 +58,13 @@ class Console:
 
 
 def short_name(name: str) -> str:
-    """`ServerlessScheduler-WorkersWorkerFunction4647CDED-0PLIA7SCP48I` → `WorkersWorkerFunction`."""
+    """`ServerlessScheduler-worker` → `worker` (the stack names its functions so); a name
+    CloudFormation gave, `ServerlessScheduler-WorkersWorkerFunction4647CDED-0PLIA7SCP48I` →
+    `WorkersWorkerFunction`."""
     tail = name.rsplit(":", 1)[-1]
     parts = tail.split("-")
+    if len(parts) == 2:
+        return parts[1]
     core = parts[1] if len(parts) >= 3 else tail
     return core.rstrip("0123456789ABCDEF") or core
 

@@ -88,6 +88,17 @@ def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, A
         _config(**override)
 
 
+def test_target_arn_patterns_must_fit_the_api_functions_environment() -> None:
+    """The api function carries them (Lambda allows 4 KB of environment in all)."""
+    arns = [f"arn:aws:sns:eu-west-1:111122223333:topic-{n:04d}" for n in range(40)]
+    assert _config(target_topic_arns=arns).target_topic_arns == tuple(arns)
+
+    with pytest.raises(ConfigError, match="use wildcards"):
+        _config(
+            target_topic_arns=arns, target_function_arns=[arn.replace(":sns:", ":lambda:") for arn in arns]
+        )
+
+
 def test_synth_without_the_deps_layer_tells_you_to_run_make_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 
-from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, output_variable
+from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, ConfigError, output_variable
+from infra.function import SchedulerFunction
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
@@ -22,8 +25,19 @@ SHARED_ENVIRONMENT = {
     "RESEND_AFTER_SECONDS",
     "RUN_RETENTION_DAYS",
 }
+# What the api's target check reads (infra/targets.py).
+TARGET_CHECK_ENVIRONMENT = {
+    "STACK_PARTITION",
+    "STACK_REGION",
+    "STACK_ACCOUNT_ID",
+    "FUNCTION_NAME_PREFIX",
+    "TARGET_QUEUE_ARNS",
+    "TARGET_TOPIC_ARNS",
+    "TARGET_EVENT_BUS_ARNS",
+    "TARGET_FUNCTION_ARNS",
+}
 EXPECTED_ENVIRONMENT = {
-    "api": SHARED_ENVIRONMENT,
+    "api": SHARED_ENVIRONMENT | TARGET_CHECK_ENVIRONMENT,
     "poller": SHARED_ENVIRONMENT,
     "worker": SHARED_ENVIRONMENT | {"IDEMPOTENCY_TABLE_NAME", "RUN_LEASE_SECONDS"},
 }
@@ -155,3 +169,30 @@ def test_nothing_needs_a_custom_resource(synthesis: Synthesis) -> None:
     types = {resource["Type"] for resource in synthesis.template.to_json()["Resources"].values()}
     assert not {t for t in types if t.startswith("Custom::") or t == "AWS::CloudFormation::CustomResource"}
     assert len(synthesis.resources("AWS::Lambda::Function")) == 3
+
+
+def test_a_stack_name_that_makes_a_function_name_too_long_is_refused() -> None:
+    """Functions are named "<stack name>-<name>", within Lambda's 64 characters."""
+    stack = Stack(App(), "S" * 58)
+
+    with pytest.raises(ConfigError, match="over Lambda's 64 characters"):
+        SchedulerFunction(
+            stack,
+            "Worker",
+            name="worker",
+            description="too long a name",
+            layers=[],
+            environment={},
+            log_level="INFO",
+            timeout=Duration.seconds(1),
+        )
+    SchedulerFunction(
+        Stack(App(), "S" * 57),
+        "Worker",
+        name="worker",
+        description="just fits",
+        layers=[],
+        environment={},
+        log_level="INFO",
+        timeout=Duration.seconds(1),
+    )

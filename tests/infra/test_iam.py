@@ -212,13 +212,93 @@ def test_worker_may_deliver_to_any_topic_event_bus_and_function_of_its_account_a
 def test_worker_may_never_invoke_the_functions_of_its_own_stack(synthesis: Synthesis) -> None:
     """A LAMBDA target naming the API (a forged request acting as any tenant) or the worker
     (forged run messages) is refused by IAM, whatever the target grant allows."""
-    own_functions = _in_this_account("lambda", f"function:{synthesis.stack.stack_name}-*")
+    prefix = f"{synthesis.stack.stack_name}-"
+    own_functions = _in_this_account("lambda", f"function:{prefix}*")
     assert dict(_grants(synthesis, "worker", "Deny")) == {"lambda:InvokeFunction": {own_functions}}
     for name in ("api", "poller"):
         assert dict(_grants(synthesis, name, "Deny")) == {}
-    # CloudFormation names each function "<stack name>-<logical id>-<suffix>".
-    for function in synthesis.resources("AWS::Lambda::Function").values():
-        assert "FunctionName" not in function["Properties"]
+    # The deny relies on the names: ours, not CloudFormation's, all under the prefix (which
+    # also covers any function CloudFormation would name "<stack name>-<logical id>-<suffix>").
+    functions = synthesis.resources("AWS::Lambda::Function")
+    assert len(functions) == 3
+    for name in synthesis.function_ids:
+        function_name = synthesis.function(name)["Properties"]["FunctionName"]
+        assert function_name == f"{prefix}{name}"
+        assert len(function_name) <= 64
+    # The api refuses the same functions as targets: it is told the prefix.
+    api = synthesis.function("api")["Properties"]["Environment"]["Variables"]
+    assert api["FUNCTION_NAME_PREFIX"] == prefix
+
+
+PSEUDO = {"AWS::Partition": "aws", "AWS::Region": "eu-west-1", "AWS::AccountId": "123456789012"}
+
+
+def _render(value: Any) -> str:
+    """A template string value (a literal, a pseudo parameter, or an Fn::Join of those) as
+    CloudFormation resolves it, with `PSEUDO` for the stack's place."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return PSEUDO[value["Ref"]]
+    separator, parts = value["Fn::Join"]
+    return str(separator).join(_render(part) for part in parts)
+
+
+TARGET_VARIABLES = {
+    "sqs:SendMessage": "TARGET_QUEUE_ARNS",
+    "sns:Publish": "TARGET_TOPIC_ARNS",
+    "events:PutEvents": "TARGET_EVENT_BUS_ARNS",
+    "lambda:InvokeFunction": "TARGET_FUNCTION_ARNS",
+}
+
+
+def _target_grants(synthesis: Synthesis) -> dict[str, set[str]]:
+    """The worker's target grants, rendered: the resources of each target action other than
+    the scheduler's own queues."""
+    own_queues = _priority_queues(synthesis) | {_dead_letter_queue(synthesis)}
+    grants = _grants(synthesis, "worker")
+    return {
+        action: {_render(json.loads(resource)) for resource in grants.get(action, set()) - own_queues}
+        for action in TARGET_VARIABLES
+    }
+
+
+def _api_target_patterns(synthesis: Synthesis) -> dict[str, set[str]]:
+    variables = synthesis.function("api")["Properties"]["Environment"]["Variables"]
+    return {action: set(json.loads(_render(variables[name]))) for action, name in TARGET_VARIABLES.items()}
+
+
+def test_the_api_checks_targets_against_exactly_the_worker_grants(synthesis: Synthesis) -> None:
+    """A target the grants do not reach is a 400 at create, not an AccessDenied at run time."""
+    assert (
+        _api_target_patterns(synthesis)
+        == _target_grants(synthesis)
+        == {
+            "sqs:SendMessage": {"arn:aws:sqs:eu-west-1:123456789012:*"},
+            "sns:Publish": {"arn:aws:sns:eu-west-1:123456789012:*"},
+            "events:PutEvents": {"arn:aws:events:eu-west-1:123456789012:event-bus/*"},
+            "lambda:InvokeFunction": {"arn:aws:lambda:eu-west-1:123456789012:function:*"},
+        }
+    )
+    api = synthesis.function("api")["Properties"]["Environment"]["Variables"]
+    assert {name: _render(api[name]) for name in ("STACK_PARTITION", "STACK_REGION", "STACK_ACCOUNT_ID")} == {
+        "STACK_PARTITION": "aws",
+        "STACK_REGION": "eu-west-1",
+        "STACK_ACCOUNT_ID": "123456789012",
+    }
+
+
+def test_the_api_checks_targets_against_the_narrowed_grants_too(narrowed: Synthesis) -> None:
+    assert (
+        _api_target_patterns(narrowed)
+        == _target_grants(narrowed)
+        == {
+            "sqs:SendMessage": set(),
+            "sns:Publish": {NARROWED_TOPIC},
+            "events:PutEvents": set(),
+            "lambda:InvokeFunction": {NARROWED_FUNCTIONS},
+        }
+    )
 
 
 def test_no_function_may_read_or_delete_from_the_dlq(synthesis: Synthesis) -> None:

@@ -12,7 +12,9 @@ import boto3
 from moto import mock_aws
 
 from infra.redrive import deployed_settings
-from scheduler_core.model import Priority
+from scheduler_core.composition import build_target_access
+from scheduler_core.model import Priority, SnsTarget
+from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
 
 # Resource types moto's CloudFormation skips (with a warning), and why the local cloud
@@ -80,6 +82,20 @@ def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> Non
     assert {index["IndexName"] for index in table["GlobalSecondaryIndexes"]} == {"due", "by_tenant"}
     assert (settings.shard_count, settings.resend_after_seconds, settings.run_retention_days) == (4, 60, 30)
     assert len(functions) == 3
+    # Named by the stack, not by CloudFormation: the worker's deny and the api's check rely on it.
+    names = {function["FunctionName"]: function for function in functions}
+    assert set(names) == {f"ServerlessScheduler-{name}" for name in ("api", "poller", "worker")}
+    # The api's target check reads what the deployment resolved: the stack's place and grants.
+    api = Settings.from_env(names["ServerlessScheduler-api"]["Environment"]["Variables"])
+    assert (api.stack_partition, api.stack_region, api.stack_account_id) == (
+        "aws",
+        "us-east-1",
+        "123456789012",
+    )
+    assert api.function_name_prefix == "ServerlessScheduler-"
+    assert api.target_queue_arns == ("arn:aws:sqs:us-east-1:123456789012:*",)
+    assert api.target_function_arns == ("arn:aws:lambda:us-east-1:123456789012:function:*",)
+    build_target_access(api).check(SnsTarget(type="SNS", topic_arn="arn:aws:sns:us-east-1:123456789012:t"))
     skipped = {
         match.group(1)
         for warning in caught

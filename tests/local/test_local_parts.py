@@ -81,6 +81,7 @@ def test_function_names_are_shortened_to_their_construct() -> None:
         == "WorkersWorkerFunction"
     )
     assert short_name("arn:aws:lambda:us-east-1:1:function:plain") == "plain"
+    assert short_name("ServerlessScheduler-worker") == "worker"
 
 
 def test_a_layer_with_modules_for_another_cpython_does_not_run_here(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import scheduler_core
 PACKAGE = Path(scheduler_core.__file__).parent
 PURE = [
     "model", "schedule", "keys", "run_state", "retry", "misfire", "overlap",
-    "messages", "clock", "cursors", "errors", "tenancy",
+    "messages", "clock", "cursors", "errors", "tenancy", "target_access",
 ]  # fmt: skip
 SERVICES = ["jobs", "job_control", "dispatch", "execution", "lifecycle", "redrive"]
 ADAPTERS = {"store", "queues", "targets", "idempotency", "aws", "composition"}

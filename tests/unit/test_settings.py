@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -104,3 +106,43 @@ def test_settings_built_by_field_name_are_honoured() -> None:
 def test_a_misspelt_setting_is_refused_not_ignored() -> None:
     with pytest.raises(ValidationError):
         Settings.model_validate({"shard_cuont": 8})
+
+
+def test_the_target_checks_settings_are_read_from_the_environment() -> None:
+    """What the api's target check reads: the stack's place, its functions' name prefix and
+    the ARN patterns the worker is granted, as JSON lists."""
+    settings = Settings.from_env(
+        {
+            "STACK_PARTITION": "aws",
+            "STACK_REGION": "eu-west-1",
+            "STACK_ACCOUNT_ID": "123456789012",
+            "FUNCTION_NAME_PREFIX": "ServerlessScheduler-",
+            "TARGET_QUEUE_ARNS": "[]",
+            "TARGET_TOPIC_ARNS": '["arn:aws:sns:eu-west-1:123456789012:*"]',
+            "TARGET_FUNCTION_ARNS": json.dumps(
+                ["arn:aws:lambda:eu-west-1:1:function:a-*", "arn:aws:lambda:*:1:function:b"]
+            ),
+        }
+    )
+
+    assert (settings.stack_partition, settings.stack_region, settings.stack_account_id) == (
+        "aws",
+        "eu-west-1",
+        "123456789012",
+    )
+    assert settings.function_name_prefix == "ServerlessScheduler-"
+    assert settings.target_queue_arns == ()
+    assert settings.target_topic_arns == ("arn:aws:sns:eu-west-1:123456789012:*",)
+    assert settings.target_function_arns == (
+        "arn:aws:lambda:eu-west-1:1:function:a-*",
+        "arn:aws:lambda:*:1:function:b",
+    )
+    assert settings.target_event_bus_arns is None  # not given: not checked
+
+
+@pytest.mark.parametrize("value", ["arn:aws:sns:eu-west-1:1:t", '{"a": 1}', "[1]", '["a"'])
+def test_target_arn_patterns_that_are_no_json_list_of_strings_are_refused(value: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        Settings.from_env({"TARGET_TOPIC_ARNS": value})
+
+    assert {error["loc"][0] for error in exc.value.errors()} == {"TARGET_TOPIC_ARNS"}

@@ -19,6 +19,7 @@ from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.store import DynamoJobStore
+from scheduler_core.target_access import TargetAccess
 from scheduler_core.targets import TargetDispatcher
 
 
@@ -64,15 +65,33 @@ def build_dispatcher(
     return Dispatcher(store, queue, clock, policy, build_lifecycle(settings, clients, clock, store))
 
 
+def build_target_access(settings: Settings) -> TargetAccess:
+    """What the API lets a job target: as the stack's IAM grants and deny allow."""
+    return TargetAccess(
+        partition=settings.stack_partition,
+        region=settings.stack_region,
+        account=settings.stack_account_id,
+        own_queue_urls=tuple(
+            url for url in (*(settings.queue_url(p) for p in Priority), settings.dlq_url) if url
+        ),
+        own_function_prefix=settings.function_name_prefix,
+        allowed={
+            "SQS": settings.target_queue_arns,
+            "SNS": settings.target_topic_arns,
+            "EVENTBRIDGE": settings.target_event_bus_arns,
+            "LAMBDA": settings.target_function_arns,
+        },
+    )
+
+
 def build_job_service(settings: Settings, clients: AwsClients, clock: Clock) -> JobService:
     store = build_store(settings, clients)
-    own_queues = {url for url in (*(settings.queue_url(p) for p in Priority), settings.dlq_url) if url}
     return JobService(
         store,
         build_dispatcher(settings, clients, clock, store),
         clock,
         build_lifecycle(settings, clients, clock, store),
-        own_queues,
+        build_target_access(settings),
     )
 
 

@@ -13,19 +13,16 @@ from datetime import datetime, timedelta
 from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
-from scheduler_core.errors import Conflict, InvalidRequest, NotFound, Unprocessable, field_error
+from scheduler_core.errors import Conflict, NotFound, Unprocessable, field_error
 from scheduler_core.job_control import JobControl
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec, SqsTarget
+from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec
 from scheduler_core.ports import JobStore, Page
 from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
+from scheduler_core.target_access import TargetAccess
 
 # A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
 AT_PAST_TOLERANCE = timedelta(seconds=60)
-
-
-def queue_name(queue_url: str) -> str:
-    return queue_url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
@@ -54,23 +51,20 @@ class JobService:
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,
-        own_queue_urls: set[str] | None = None,
+        targets: TargetAccess | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._clock = clock
         self._lifecycle = lifecycle
-        # The scheduler's own queues are never targets: a job could forge run messages.
-        self._own_queues = {queue_name(url) for url in own_queue_urls or set()}
+        # What the worker may reach: never the scheduler's own queues or functions (a job could
+        # forge run messages or API requests), only what its IAM grants allow.
+        self._targets = targets or TargetAccess()
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._check_request, first_firing)
 
     def _check_request(self, request: JobCreate) -> None:
         """What a job's fields cannot say alone, for a create and for a patch alike."""
-        if isinstance(request.target, SqsTarget) and queue_name(request.target.queue_url) in self._own_queues:
-            raise InvalidRequest(
-                "target.queue_url is one of the scheduler's own queues; target a queue of yours",
-                [field_error("target.queue_url", "is one of the scheduler's own queues")],
-            )
+        self._targets.check(request.target)
 
     def create(self, tenant: str, request: JobCreate) -> Job:
         now = self._clock.now()

@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -351,7 +351,8 @@ class SqsTarget(_Strict):
 
     @property
     def fifo(self) -> bool:
-        return urlsplit(self.queue_url).path.rstrip("/").endswith(".fifo")
+        # As the target check reads the queue's name: from the percent-decoded path.
+        return unquote(urlsplit(self.queue_url).path).rstrip("/").endswith(".fifo")
 
 
 # ARNs (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html): partitions such

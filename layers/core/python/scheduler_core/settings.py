@@ -6,11 +6,12 @@ directly. Each function uses the subset it needs; the rest may stay empty.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scheduler_core.model import Priority
 
@@ -52,6 +53,32 @@ class Settings(BaseModel):
     idempotency_expiry_seconds: int = Field(3600, alias="IDEMPOTENCY_EXPIRY_SECONDS", ge=60)
     run_retention_days: int = Field(30, alias="RUN_RETENTION_DAYS", ge=1)
     max_request_bytes: int = Field(256 * 1024, alias="MAX_REQUEST_BYTES", ge=1)
+    # Where the stack runs: a queue URL naming no region, and an event bus given by name, are
+    # there; so are the stack's own functions. Read by the api's target check.
+    stack_partition: str = Field("", alias="STACK_PARTITION")
+    stack_region: str = Field("", alias="STACK_REGION")
+    stack_account_id: str = Field("", alias="STACK_ACCOUNT_ID")
+    # Every function of the stack is named `<prefix><name>`; none of them is a job's target.
+    function_name_prefix: str = Field("", alias="FUNCTION_NAME_PREFIX")
+    # The ARN patterns (JSON lists) the worker's role may deliver to, per target kind: CDK
+    # context `target_*_arns`, or the default (any of the stack's account and region).
+    # None: not checked (a deployment always sets them; some tests do not); []: none.
+    target_queue_arns: tuple[str, ...] | None = Field(None, alias="TARGET_QUEUE_ARNS")
+    target_topic_arns: tuple[str, ...] | None = Field(None, alias="TARGET_TOPIC_ARNS")
+    target_event_bus_arns: tuple[str, ...] | None = Field(None, alias="TARGET_EVENT_BUS_ARNS")
+    target_function_arns: tuple[str, ...] | None = Field(None, alias="TARGET_FUNCTION_ARNS")
+
+    @field_validator(
+        "target_queue_arns",
+        "target_topic_arns",
+        "target_event_bus_arns",
+        "target_function_arns",
+        mode="before",
+    )
+    @classmethod
+    def _json_list(cls, value: object) -> object:
+        # The environment carries each list as JSON text.
+        return json.loads(value) if isinstance(value, str) else value
 
     def queue_url(self, priority: Priority) -> str:
         return {
