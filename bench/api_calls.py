@@ -6,7 +6,8 @@ whose calls are counted, against the deployed stack on moto. A manual clock lets
 "far" jobs (due beyond the lookahead, so claimed by a poll rather than at creation) be
 polled without waiting minutes; it always stands where the queue delays come out as 0,
 since moto's SQS delays run on the wall clock. The event source mapping's calls (receive,
-delete) are counted apart from the functions'.
+delete) are counted apart from the functions'. Each batch is one worker invocation, with a
+Lambda context as the worker's (what idempotency reads of it: the time left).
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ NEAR = ClaimRoute("near", "due within the lookahead: claimed and enqueued at cre
 FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll")
 
 
+class WorkerContext:
+    """The Lambda context of one worker invocation, as the local cloud's runtime gives it
+    (`infra.local.runtime.LocalContext`): what Powertools idempotency reads of it, the time
+    left, from a deadline the function's timeout away."""
+
+    def __init__(self, timeout_seconds: int) -> None:
+        self._deadline = time.time() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
 class RequestCounter:
     """Drives one-off jobs through create → (poll) → event source mapping → worker."""
 
@@ -56,6 +69,8 @@ class RequestCounter:
         self.jobs = build_job_service(self.settings, clients, self.clock)
         self.dispatcher = build_dispatcher(self.settings, clients, self.clock)
         self.executor = build_run_executor(self.settings, clients, self.clock)
+        # The run lease is the queues' visibility timeout: six times the worker's timeout.
+        self.worker_timeout_seconds = max(1, self.settings.run_lease_seconds // 6)
         self.esm_sqs: Any = self.log.session(ESM, moto_session()).client("sqs", config=RETRY_CONFIG)
         self.checks = build_store(self.settings, AwsClients(moto_session()))
         self.receiver_url = receiver_url
@@ -95,6 +110,8 @@ class RequestCounter:
                     QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
                 ).get("Messages", [])
             done = []
+            if messages:  # one invocation of the worker per batch, as the mapping makes
+                self.executor.begin_invocation(WorkerContext(self.worker_timeout_seconds))
             for message in messages:
                 try:
                     with self.log.labelled(f"{route.name}:work"):

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from scheduler_core import store as store_module
+from scheduler_core.model import Job, Run
+from scheduler_core.ports import Delivery
 from scheduler_core.store import DynamoJobStore
 from tests.support.events import BOB
 from tests.support.harness import FrozenClock, SchedulerHarness
@@ -196,37 +198,98 @@ def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_c
     assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
 
-def test_a_one_off_whose_run_ended_while_paused_completes_at_the_resume(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+def pause_during_the_call(cloud: SchedulerHarness, job_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pause the job while its worker calls the target (after the worker's last check of it)."""
+    targets = cloud.executor._targets
+    deliver = targets.deliver
+
+    def pause_then_deliver(job: Job, run: Run) -> Delivery:
+        post(cloud, job_id, "pause")
+        return deliver(job, run)
+
+    monkeypatch.setattr(targets, "deliver", pause_then_deliver)
+
+
+@pytest.mark.parametrize(
+    ("answer", "retry", "run_status"),
+    [
+        (200, {}, "SUCCEEDED"),
+        (404, {}, "FAILED"),  # final at once
+        (503, {"max_attempts": 1}, "FAILED"),  # retryable, but no attempt left
+    ],
+)
+def test_a_one_off_paused_while_its_run_calls_the_target_completes_when_the_run_ends(
+    cloud: SchedulerHarness,
+    clock: FrozenClock,
+    receiver: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: int,
+    retry: dict[str, int],
+    run_status: str,
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=10)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    job = cloud.create(http_job(receiver, at=iso(fire_at)) | {"retry": retry})
+    pause_during_the_call(cloud, job["job_id"], monkeypatch)
+    receiver.respond_with(answer)
+
     clock.move_to(fire_at)
-    # The run is started (taken early) before the pause lands, and delivered after it: its
-    # worker read the job before the pause.
-    executor = cloud.executor
-    original = executor._store.get_job
-    reads: list[int] = []
-
-    def pause_after_the_last_read(job_id: str) -> Any:
-        found = original(job_id)
-        reads.append(1)
-        if len(reads) == 2:  # the worker's read just before the call
-            post(cloud, job["job_id"], "pause")
-        return found
-
-    executor._store.get_job = pause_after_the_last_read  # type: ignore[method-assign]
-    try:
-        assert cloud.deliver() == 1
-    finally:
-        executor._store.get_job = original  # type: ignore[method-assign]
+    assert cloud.deliver() == 1
     assert len(receiver.requests) == 1
-    assert job_of(cloud, job["job_id"])["status"] == "PAUSED"
+    assert [run["status"] for run in runs_of(cloud, job["job_id"])] == [run_status]
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
-    resumed = post(cloud, job["job_id"], "resume")
-    assert resumed["status"] == "COMPLETED"
+    reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/resume")
+    assert reply.status == 409, reply.body
+    assert reply.body["error"]["code"] == "CONFLICT"
     assert cloud.deliver() == 0
     assert len(receiver.requests) == 1
+
+
+def test_a_window_paused_while_its_last_run_calls_the_target_completes_when_the_run_ends(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    last = datetime(2026, 11, 21, 10, 2, tzinfo=UTC)
+    job = cloud.create(http_job(receiver, cron="* * * * *", end_at=iso(last)))  # 10:01, 10:02 claimed
+    clock.move_to(last - MINUTE)
+    assert cloud.deliver() == 1
+    assert job_of(cloud, job["job_id"])["status"] == "SCHEDULED"
+
+    pause_during_the_call(cloud, job["job_id"], monkeypatch)
+    clock.move_to(last)
+    assert cloud.deliver() == 1
+    assert [run["status"] for run in runs_of(cloud, job["job_id"])] == ["SUCCEEDED", "SUCCEEDED"]
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        {"cron": "* * * * *"},
+        # The last firing (10:02) is claimed, but its run has not run yet.
+        {"cron": "* * * * *", "end_at": "2026-11-21T10:02:00Z"},
+    ],
+)
+def test_a_job_paused_while_a_run_calls_the_target_stays_paused_with_firings_left(
+    cloud: SchedulerHarness,
+    clock: FrozenClock,
+    receiver: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    schedule: dict[str, str],
+) -> None:
+    job = cloud.create(http_job(receiver, **schedule))  # 10:01 and 10:02 claimed at create
+    kept = store_of(cloud).get_job(job["job_id"])
+    assert kept is not None
+    pause_during_the_call(cloud, job["job_id"], monkeypatch)
+
+    clock.move_to(datetime(2026, 11, 21, 10, 1, tzinfo=UTC))
+    assert cloud.deliver() == 1
+    assert len(receiver.requests) == 1
+    assert runs_of(cloud, job["job_id"], "?status=SUCCEEDED")[0]["scheduled_for"] == iso(clock.now())
+    assert job_of(cloud, job["job_id"])["status"] == "PAUSED"
+    paused = store_of(cloud).get_job(job["job_id"])
+    assert paused is not None
+    assert paused.next_fire_at == kept.next_fire_at  # where a resume carries on from
+    assert post(cloud, job["job_id"], "resume")["status"] == "SCHEDULED"
 
 
 # --- trigger ----------------------------------------------------------------------------------

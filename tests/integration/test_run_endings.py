@@ -94,3 +94,50 @@ def test_the_watchdog_fails_a_lost_last_attempt_and_completes_its_job_together(
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{run['run_id']}").body["status"] == "FAILED"
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
     assert receiver.requests == []
+
+
+# --- a job paused while its last run runs: it completes all the same ------------------------
+
+
+def test_the_watchdog_completes_a_job_paused_while_its_lost_last_attempt_ran(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job, message = one_off(cloud, clock, receiver)
+    assert cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"retry": {"max_attempts": 1}}).status == 200
+    store, now = store_of(cloud), clock.now()
+    assert (
+        store.start_run_if_waiting(message, now, now + timedelta(seconds=30), "worker-that-dies") is not None
+    )
+    assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/pause").status == 200
+
+    clock.advance(95)  # past the lease and a poll's reach
+    cloud.poll()
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "FAILED"
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+    assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/resume").status == 409
+
+
+def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job, message = one_off(cloud, clock, receiver)  # overlap SKIP, one running slot
+    store, now = store_of(cloud), clock.now()
+    manual = cloud.call("POST", f"/v1/jobs/{job['job_id']}/trigger").body
+    manual_message = RunMessage(
+        job_id=job["job_id"],
+        run_id=manual["run_id"],
+        scheduled_for_ms=int(manual["run_id"].split(":")[1]),
+        attempt=1,
+    )
+    before_slot = store.get_job(job["job_id"])
+    assert before_slot is not None
+    assert (
+        store.start_run_in_slot(manual_message, before_slot, now, now + timedelta(minutes=9), "w") is not None
+    )
+    read = store.get_job(job["job_id"])  # as the worker of the one-off's run reads it: slot taken
+    assert read is not None
+    assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/pause").status == 200
+
+    assert store.skip_run_if_waiting(message, read, now, "every running slot is taken", complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "SKIPPED"
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"

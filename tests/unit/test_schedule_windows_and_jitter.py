@@ -412,3 +412,19 @@ def test_a_job_with_a_firing_left_is_never_completed_by_a_run() -> None:
     job = ended_cron_job(cron="*/5 * * * *").model_copy(update={"next_fire_at": NOON + timedelta(minutes=15)})
 
     assert not is_last(job, run_for(NOON + timedelta(minutes=10)))
+
+
+def test_a_pause_changes_nothing_of_which_run_is_the_last() -> None:
+    """The store completes a paused job too (`_ACTIVE_WITH_NOTHING_LEFT_TO_FIRE`): a paused job
+    keeps its next firing, so its status has no say in the decision."""
+    ended = ended_cron_job(cron="*/5 * * * *", end_at=iso(NOON + timedelta(minutes=12)))
+    pause = {"status": JobStatus.PAUSED, "paused_at": NOON + timedelta(minutes=11)}
+    paused = ended.model_copy(update=pause)
+    with_firing_left = ended_cron_job(cron="*/5 * * * *").model_copy(
+        update=pause | {"next_fire_at": NOON + timedelta(minutes=15)}
+    )
+
+    assert is_last(paused, run_for(NOON + timedelta(minutes=10)))
+    assert not is_last(paused, run_for(NOON + timedelta(minutes=5)))
+    assert not is_last(paused, run_for(NOON + timedelta(minutes=10), Trigger.MANUAL))
+    assert not is_last(with_firing_left, run_for(NOON + timedelta(minutes=10)))

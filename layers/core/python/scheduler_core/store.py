@@ -48,8 +48,13 @@ _RUN_ABSENT = "attribute_not_exists(sk)"
 _RUNNING_ATTEMPT = "#status = :running AND attempt = :attempt"
 # A running attempt still held by the worker that started it: the fencing of every finish.
 _HELD_BY_OWNER = f"{_RUNNING_ATTEMPT} AND lease_owner = :owner"
-# A scheduled job with no firing left in the due index: its last run has ended, it completes.
-_NOTHING_LEFT_TO_FIRE = "#status = :scheduled AND attribute_not_exists(due_pk)"
+# A job its last run's end completes: SCHEDULED or PAUSED, with no next firing (what
+# `lifecycle.is_last` reads as `next_fire_at`). A scheduled job's next firing is also its due
+# index entry; a paused job keeps its next firing out of the index, so a job paused while its
+# last run was calling its target completes too, and one with firings left stays PAUSED.
+_ACTIVE_WITH_NOTHING_LEFT_TO_FIRE = (
+    "#status IN (:scheduled, :paused) AND attribute_not_exists(next_fire_at_ms)"
+)
 _LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms", "slot")
 # A running attempt that holds one of its job's running slots (`slot`: see `overlap`).
 _HOLDS_SLOT = "attribute_exists(slot)"
@@ -706,8 +711,13 @@ class DynamoJobStore:
             conditions.append("running_count >= :one")
         if complete:
             sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
-            conditions.append(_NOTHING_LEFT_TO_FIRE)
-            values |= {"completed": "COMPLETED", "now": to_ms(now), "scheduled": "SCHEDULED"}
+            conditions.append(_ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
+            values |= {
+                "completed": "COMPLETED",
+                "now": to_ms(now),
+                "scheduled": "SCHEDULED",
+                "paused": "PAUSED",
+            }
             update["ExpressionAttributeNames"] = {"#status": "status"}
         return update | {
             "UpdateExpression": "SET " + ", ".join(sets),
@@ -919,8 +929,14 @@ class DynamoJobStore:
                 removes.append("buffered_run_ms")
         if complete_job:
             sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
-            conditions.append(_NOTHING_LEFT_TO_FIRE)
-            slot_values |= {"completed": "COMPLETED", "one": 1, "now": to_ms(now), "scheduled": "SCHEDULED"}
+            conditions.append(_ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
+            slot_values |= {
+                "completed": "COMPLETED",
+                "one": 1,
+                "now": to_ms(now),
+                "scheduled": "SCHEDULED",
+                "paused": "PAUSED",
+            }
         if not sets and not removes:
             sets.append(unchanged)
         return self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values))
