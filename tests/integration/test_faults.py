@@ -78,11 +78,13 @@ class ThrottledAfter(DynamoJobStore):
 
     allowed = 1
 
-    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+    def claim_if_unchanged(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> bool:
         if self.allowed <= 0:
             raise StoreContention("ProvisionedThroughputExceededException")
         self.allowed -= 1
-        return super().claim_if_unchanged(job, run, next_fire_at, now)
+        return super().claim_if_unchanged(job, run, next_fire_at, now, catch_up)
 
 
 def test_claims_made_before_a_throttle_are_still_enqueued_and_the_rest_waits(
@@ -114,11 +116,13 @@ class ThrottledOnce(DynamoJobStore):
 
     claims_tried = 0
 
-    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+    def claim_if_unchanged(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> bool:
         self.claims_tried += 1
         if self.claims_tried == 1:
             raise StoreContention("TransactionConflict")
-        return super().claim_if_unchanged(job, run, next_fire_at, now)
+        return super().claim_if_unchanged(job, run, next_fire_at, now, catch_up)
 
 
 def test_a_transient_throttle_is_retried_in_the_same_poll_and_a_lost_race_is_not(

@@ -90,7 +90,7 @@ def test_pause_takes_the_job_out_of_the_due_index_and_pausing_again_changes_noth
     assert runs_of(cloud, job["job_id"]) == []
 
 
-def test_a_run_claimed_before_the_pause_is_cancelled_when_its_time_comes_while_paused(
+def test_a_run_claimed_before_the_pause_is_set_aside_when_its_time_comes_while_paused(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=20)
@@ -101,7 +101,21 @@ def test_a_run_claimed_before_the_pause_is_cancelled_when_its_time_comes_while_p
     assert cloud.deliver() == 1
     assert receiver.requests == []
     [run] = runs_of(cloud, job["job_id"])
-    assert run["status"] == "CANCELLED"
+    assert (run["status"], run["attempt"]) == ("PENDING", 1)  # waits for the resume to decide
+
+    # While the job stays paused, the watchdog only looks again now and then; it sends nothing.
+    clock.advance(16 * 60)
+    watched = [report.watched for report in cloud.poll() if report.watched]
+    assert watched == [{"paused": 1}]
+    assert cloud.deliver() == 0
+
+    # FIRE_ONCE: the resume fires one run now for the missed firing; the one set aside ends.
+    post(cloud, job["job_id"], "resume")
+    assert cloud.deliver() == 1
+    assert len(receiver.requests) == 1
+    statuses = sorted(r["status"] for r in runs_of(cloud, job["job_id"]))
+    assert statuses == ["CANCELLED", "SUCCEEDED"]
+    assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
 
 def test_pausing_a_cancelled_or_completed_job_is_a_409(
@@ -132,7 +146,7 @@ def test_firings_missed_while_paused_fire_once_at_the_resume(
     job_id = job["job_id"]
     post(cloud, job_id, "pause")
 
-    # Nine minute marks pass; the two claimed runs come and are cancelled, nothing else fires.
+    # Nine minute marks pass; the two claimed runs come and are set aside, nothing else fires.
     clock.move_to(datetime(2026, 11, 21, 10, 10, 15, tzinfo=UTC))
     assert cloud.deliver() == 2
     assert sum(len(report.claimed) for report in cloud.poll()) == 0
@@ -172,7 +186,8 @@ def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
     assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 3, tzinfo=UTC))
 
     clock.move_to(datetime(2026, 11, 21, 10, 2, 0, tzinfo=UTC))
-    assert cloud.deliver() == 2
+    # The resume sent both again (the worker may have set them aside): the duplicates drop.
+    assert cloud.deliver() == 4
     assert sorted(r.headers["x-scheduler-scheduled-for"] for r in receiver.requests) == [
         "2026-11-21T10:01:00.000Z",
         "2026-11-21T10:02:00.000Z",
@@ -685,11 +700,11 @@ def test_a_name_prefix_longer_than_a_name_is_a_400(cloud: SchedulerHarness) -> N
 # --- found in review: corners where a job could end stuck ----------------------------------
 
 
-def test_retrying_a_failed_run_of_a_paused_job_is_a_409_not_a_silent_cancel(
+def test_retrying_a_failed_run_of_a_paused_job_is_a_409_not_a_silent_wait(
     cloud: SchedulerHarness, receiver: WebhookReceiver
 ) -> None:
-    """The worker cancels the runs of a paused job and a CANCELLED run is final, so a retry
-    accepted while paused would have thrown the run away."""
+    """The worker sets a paused job's runs aside until the resume, whose misfire policy may
+    drop them, so a retry accepted while paused would not run when asked, perhaps never."""
     job = cloud.create(http_job(receiver, cron="* * * * *"))
     post(cloud, job["job_id"], "pause")
     receiver.respond_with(404)  # final at once: the manual run FAILS
@@ -737,3 +752,81 @@ def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
     reports = cloud.poll()
     assert sum(r.watched.get("error", 0) for r in reports) == 1
     assert [run.job_id for r in reports for run in r.claimed] == [later["job_id"]]
+
+
+def test_a_run_started_early_goes_on_when_the_resume_lands_before_the_worker_sets_it_aside(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A worker takes 10:05 early; the job is paused while it waits for 10:05; it reads the job
+    PAUSED, but the resume lands before it sets the run aside. Setting aside is conditioned on
+    the job still being paused, so the run goes on and calls its target; the resume saw it
+    running, so FIRE_ONCE fires nothing more: the firing runs once."""
+    job_id = cloud.create(http_job(receiver, cron="*/5 * * * *"))["job_id"]
+    five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+    clock.move_to(five - timedelta(seconds=90))
+    cloud.poll()
+    store = cloud.executor._store
+    real_get_job, real_sleep = store.get_job, cloud.executor._clock.sleep_until
+    slept = False
+    reads_after = 0
+
+    def sleep_until(when: datetime) -> None:  # the worker waits for 10:05: the pause lands
+        nonlocal slept
+        if not slept:
+            slept = True
+            post(cloud, job_id, "pause")
+        real_sleep(when)
+
+    def get_job(job_id_read: str) -> Job | None:
+        nonlocal reads_after
+        job = real_get_job(job_id_read)
+        if slept:
+            reads_after += 1
+            if reads_after == 1:  # the worker's last read before the call: PAUSED; then a resume
+                assert job is not None
+                assert job.status == "PAUSED"
+                clock.move_to(five + timedelta(seconds=30))
+                post(cloud, job_id, "resume")
+        return job
+
+    store.get_job = get_job  # type: ignore[method-assign, assignment]
+    cloud.executor._clock.sleep_until = sleep_until  # type: ignore[method-assign]
+    clock.move_to(five - timedelta(seconds=2))
+    cloud.deliver()
+    store.get_job = real_get_job  # type: ignore[method-assign]
+    cloud.executor._clock.sleep_until = real_sleep  # type: ignore[method-assign]
+    cloud.deliver()
+    clock.move_to(five + timedelta(minutes=16))
+    cloud.poll()
+    cloud.deliver()
+    called = [r.headers["x-scheduler-scheduled-for"] for r in receiver.requests]
+    assert called.count(iso(five)) == 1
+    assert len(called) == len(set(called))  # no firing twice, no stand-in run for 10:05
+    runs = {r["scheduled_for"]: r for r in runs_of(cloud, job_id, "?limit=100")}
+    # Called at once (at the resume, 30 s late), not left aside for the watchdog 15 min later.
+    assert (runs[iso(five)]["status"], runs[iso(five)]["lateness_ms"]) == ("SUCCEEDED", 30_000)
+    assert {run["status"] for run in runs.values()} == {"SUCCEEDED"}  # none SKIPPED behind it
+
+
+def test_a_new_schedule_while_paused_cancels_the_runs_the_old_one_set_aside(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A resume counts missed firings on the job's new schedule: a run of the old schedule,
+    set aside while paused, is no missed firing of the new one."""
+    job_id = cloud.create(http_job(receiver, cron="*/5 * * * *"))["job_id"]
+    five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+    clock.move_to(five - timedelta(seconds=90))
+    cloud.poll()
+    post(cloud, job_id, "pause")
+    clock.move_to(five)
+    cloud.deliver()
+    assert [r["status"] for r in runs_of(cloud, job_id)] == ["PENDING"]  # set aside
+
+    clock.move_to(five + MINUTE)
+    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"cron": "0 * * * *"}})
+    assert reply.status == 200, reply.body
+    assert [r["status"] for r in runs_of(cloud, job_id)] == ["CANCELLED"]
+    post(cloud, job_id, "resume")
+    cloud.deliver()
+    assert receiver.requests == []  # nothing of the new schedule fell in the pause
+    assert job_of(cloud, job_id)["next_fire_at"] == iso(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))

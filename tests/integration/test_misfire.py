@@ -3,12 +3,18 @@ of a `*/5 * * * *` job, under FIRE_ONCE, SKIP and CATCH_UP; the fields on the AP
 
 from __future__ import annotations
 
+import itertools
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from scheduler_core.clock import from_ms
 from scheduler_core.dispatch import PollReport
+from scheduler_core.model import Job, Priority, Run, RunStatus
+from scheduler_core.ports import Delivery
+from scheduler_core.store import DynamoJobStore
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 
@@ -36,8 +42,8 @@ def every_five(receiver: WebhookReceiver, **fields: Any) -> dict[str, Any]:
         "name": "sync",
         "schedule": {"cron": "*/5 * * * *"},
         "target": {"type": "HTTP", "url": receiver.url},
-        # Catch-up runs are due together; let them run side by side (the default concurrency,
-        # one running run, would skip the ones that overlap).
+        # Catch-up runs are due together; let them run side by side here (with a limit they
+        # queue for the slots: see the tests at the end).
         "concurrency": {"overlap": "ALLOW"},
         **fields,
     }
@@ -174,7 +180,7 @@ def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(
 def paused_across_the_half_hour(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, **fields: Any
 ) -> str:
-    """A */5 job paused at 10:04, with 10:05 claimed before the pause (its run is cancelled
+    """A */5 job paused at 10:04, with 10:05 claimed before the pause (its run is set aside
     by the worker at 10:05), resumed at 10:31:20: 10:05 ... 10:30 were missed."""
     job = cloud.create(every_five(receiver, **fields))
     job_id: str = job["job_id"]
@@ -188,7 +194,7 @@ def paused_across_the_half_hour(
     cloud.poll()
     assert receiver.requests == []
     [run] = runs_of(cloud, job_id)
-    assert (run["scheduled_for"], run["status"]) == (iso(t(10, 5)), "CANCELLED")
+    assert (run["scheduled_for"], run["status"]) == (iso(t(10, 5)), "PENDING")
     reply = cloud.call("POST", f"/v1/jobs/{job_id}/resume")
     assert reply.status == 200, reply.body
     assert reply.body["status"] == "SCHEDULED"
@@ -229,7 +235,7 @@ def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
     assert sorted(r.headers["x-scheduler-run-id"] for r in receiver.requests) == [
         f"{job_id}:{ms(when)}" for when in missed
     ]
-    # 10:05, cancelled by the worker while paused, was brought back and ran.
+    # 10:05, set aside by the worker while paused, was sent again and ran.
     runs = {run["scheduled_for"]: run for run in runs_of(cloud, job_id)}
     assert [runs[iso(when)]["status"] for when in missed] == ["SUCCEEDED"] * 6
     assert cloud.deliver() == 0
@@ -309,3 +315,269 @@ def test_a_patch_changes_the_policy_and_its_window(
     refused = patch({"misfire": "LATER"}, 400)
     assert [d["field"] for d in refused["error"]["details"]] == ["misfire"]
     assert job_of(cloud, job_id)["misfire"] == "SKIP"
+
+
+def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A retry is a run waiting for its time like a first attempt: its time comes while the
+    job is paused, the watchdog sets it aside (sends nothing), the resume's CATCH_UP sends it
+    again, same run, next attempt."""
+    job_id = cloud.create(every_five(receiver, misfire="CATCH_UP"))["job_id"]
+    clock.move_to(t(10, 3, 30))
+    assert claimed(cloud.poll()) == [t(10, 5)]
+    clock.move_to(t(10, 5))
+    receiver.respond_with(500)  # the first attempt fails: the run waits for its retry
+    assert cloud.deliver() == 1
+    [run] = runs_of(cloud, job_id)
+    assert (run["status"], run["attempt"]) == ("RETRYING", 2)
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/pause").status == 200
+
+    # Past the retry's time and its timer: the watchdog finds the job paused.
+    clock.move_to(t(10, 9))
+    watched = [report.watched for report in cloud.poll() if report.watched]
+    assert watched == [{"paused": 1}]
+    [run] = runs_of(cloud, job_id)
+    assert (run["status"], run["attempt"]) == ("RETRYING", 2)
+
+    clock.move_to(t(10, 9, 30))
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/resume").status == 200
+    cloud.deliver()
+    runs = {run["scheduled_for"]: run for run in runs_of(cloud, job_id)}
+    assert (runs[iso(t(10, 5))]["status"], runs[iso(t(10, 5))]["attempt"]) == ("SUCCEEDED", 2)
+    assert scheduled_for(receiver) == [iso(t(10, 5))] * 2
+
+
+# --- caught-up firings queue for the job's running slots -------------------------------------
+
+
+def one_at_a_time(overlap: str) -> dict[str, Any]:
+    return {"concurrency": {"max_running": 1, "overlap": overlap}}
+
+
+def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
+    store = cloud.jobs._store
+    assert isinstance(store, DynamoJobStore)
+    return store
+
+
+def catch_up_queue(cloud: SchedulerHarness, job_id: str) -> list[int]:
+    job = store_of(cloud).get_job(job_id)
+    assert job is not None
+    return job.catch_up_queue_ms
+
+
+def started_one_after_another(runs: list[dict[str, Any]]) -> bool:
+    ordered = sorted(runs, key=lambda run: run["scheduled_for"])
+    return all(
+        later["started_at"] >= earlier["finished_at"] for earlier, later in itertools.pairwise(ordered)
+    )
+
+
+@pytest.mark.parametrize("overlap", ["SKIP", "BUFFER_ONE"])
+def test_caught_up_firings_wait_their_turn_and_run_one_at_a_time_oldest_first(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, overlap: str
+) -> None:
+    """With one running slot, the six caught-up firings are not SKIPPED as they come due
+    together: they queue, and each run's end sends the next one."""
+    job_id = outage(
+        cloud, clock, receiver, misfire="CATCH_UP", catch_up_window_seconds=1800, **one_at_a_time(overlap)
+    )
+    missed = marks(t(10, 35), t(11, 0))
+    assert claimed(cloud.poll()) == [*missed, t(11, 5)]
+    assert catch_up_queue(cloud, job_id) == [ms(when) for when in missed]  # not 11:05: on time
+
+    cloud.deliver()
+    assert scheduled_for(receiver) == [iso(when) for when in missed]  # in order, each once
+    runs = [run for run in runs_of(cloud, job_id) if run["scheduled_for"] != iso(t(11, 5))]
+    assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
+    assert started_one_after_another(runs)
+    assert catch_up_queue(cloud, job_id) == []
+    # The firing on time after it obeys the overlap policy as ever (the slot is free: it runs).
+    clock.move_to(t(11, 5))
+    cloud.deliver()
+    assert scheduled_for(receiver, 6) == [iso(t(11, 5))]
+
+
+def test_a_caught_up_run_that_ended_before_its_turn_does_not_hold_up_the_queue(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = outage(
+        cloud, clock, receiver, misfire="CATCH_UP", catch_up_window_seconds=1800, **one_at_a_time("SKIP")
+    )
+    missed = marks(t(10, 35), t(11, 0))
+    cloud.poll()
+    first = store_of(cloud).get_run(job_id, ms(missed[0]))
+    assert first is not None
+    assert store_of(cloud).cancel_run_if_not_started(first, clock.now())  # as a change of the job cancels
+
+    cloud.deliver()
+    assert scheduled_for(receiver) == [iso(when) for when in missed[1:]]
+    assert catch_up_queue(cloud, job_id) == []
+
+
+def test_a_catch_up_resume_queues_the_missed_firings_for_the_slot(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = paused_across_the_half_hour(
+        cloud, clock, receiver, misfire="CATCH_UP", catch_up_window_seconds=1800, **one_at_a_time("SKIP")
+    )
+    missed = marks(t(10, 5), t(10, 30))
+    assert catch_up_queue(cloud, job_id) == [ms(when) for when in missed]
+    cloud.deliver()
+    assert scheduled_for(receiver) == [iso(when) for when in missed]
+    runs = runs_of(cloud, job_id)
+    assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
+    assert started_one_after_another(runs)
+
+
+# --- found in review: corners of the catch-up queue ------------------------------------------
+
+
+def caught_up_every_five(receiver: WebhookReceiver, **fields: Any) -> dict[str, Any]:
+    return every_five(receiver, misfire="CATCH_UP", catch_up_window_seconds=1800, **fields)
+
+
+def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_queue(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A BUFFER_ONE run that started after a change to ALLOW leaves `buffered_run_ms` behind;
+    under SKIP it holds nothing back, and the caught-up firings of an outage all run."""
+    cloud.poll()
+    job_id = cloud.create(caught_up_every_five(receiver, **one_at_a_time("BUFFER_ONE")))["job_id"]
+    store = store_of(cloud)
+    clock.move_to(t(10, 3, 30))
+    cloud.poll()
+    clock.move_to(t(10, 5))
+    job, first = store.get_job(job_id), store.get_run(job_id, ms(t(10, 5)))
+    assert job is not None
+    assert first is not None
+    owner = "a-slow-worker"
+    started = store.start_run_in_slot(first, job, clock.now(), clock.now() + timedelta(minutes=9), owner)
+    assert started is not None  # a worker calling a slow target holds the slot
+    cloud.deliver()  # 10:05's own message: a duplicate
+    clock.move_to(t(10, 8, 30))
+    cloud.poll()
+    clock.move_to(t(10, 10))
+    cloud.deliver()  # 10:10 buffered
+    patch: dict[str, Any] = {"concurrency": {"overlap": "ALLOW"}}
+    assert cloud.call("PATCH", f"/v1/jobs/{job_id}", patch).status == 200
+    clock.move_to(t(10, 11, 1))
+    cloud.poll()  # 10:10's timer: sent again, it starts under ALLOW
+    cloud.deliver()
+    assert store.finish_run_if_held(started, owner, RunStatus.SUCCEEDED, clock.now())
+    patch = {"concurrency": {"overlap": "SKIP", "max_running": 1}}
+    assert cloud.call("PATCH", f"/v1/jobs/{job_id}", patch).status == 200
+    assert store_of(cloud).get_job(job_id).buffered_run_ms == ms(t(10, 10))  # type: ignore[union-attr]
+
+    clock.move_to(t(11, 3, 20))  # an outage: 10:15 ... 11:00 missed, the last 30 min caught up
+    cloud.poll()
+    cloud.deliver()
+    missed = marks(t(10, 35), t(11, 0))
+    assert scheduled_for(receiver)[-6:] == [iso(when) for when in missed]
+    assert catch_up_queue(cloud, job_id) == []
+
+
+def test_a_caught_up_runs_retry_waits_for_the_slot_instead_of_being_skipped(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The first caught-up run fails once; its slot goes to the next of the queue, and its
+    retry, no longer in the queue, takes the queue's front again: it runs, it is not SKIPPED."""
+    cloud.poll()
+    retry = {"max_attempts": 3, "backoff_seconds": 1, "max_backoff_seconds": 1}
+    job_id = cloud.create(caught_up_every_five(receiver, retry=retry, **one_at_a_time("SKIP")))["job_id"]
+    clock.move_to(t(11, 3, 20))
+    cloud.poll()
+    receiver.respond_with(500)
+    real_deliver = cloud.executor._targets.deliver
+    calls = 0
+
+    def deliver(job: Job, run: Run) -> Delivery:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the next caught-up run holds the slot: the first one's retry comes now
+            clock.advance(2)
+            cloud.deliver()
+        return real_deliver(job, run)
+
+    cloud.executor._targets.deliver = deliver  # type: ignore[method-assign]
+    cloud.deliver()
+    cloud.executor._targets.deliver = real_deliver  # type: ignore[method-assign]
+    cloud.deliver()
+    first = store_of(cloud).get_run(job_id, ms(t(10, 35)))
+    assert first is not None
+    assert (first.status, first.attempt) == (RunStatus.SUCCEEDED, 2)
+    runs = [run for run in runs_of(cloud, job_id) if run["scheduled_for"] != iso(t(11, 5))]
+    assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
+
+
+def test_two_slots_given_back_together_start_two_caught_up_runs(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """max_running 2: A and B hold both slots, C, D, E queue. A ends and wakes C; C's worker
+    reads the job, then B ends, and its wake-up (C is still first) sends C again. C starts and,
+    reading the job after its start, finds a slot still free: it wakes D, so D does not wait
+    for its timer while a slot sits idle."""
+    cloud.poll()
+    job_id = cloud.create(caught_up_every_five(receiver, concurrency={"max_running": 2}))["job_id"]
+    store, lifecycle = store_of(cloud), cloud.executor._lifecycle
+    clock.move_to(t(11, 3, 20))
+    cloud.poll()
+    job = store.get_job(job_id)
+    assert job is not None
+    queue = list(job.catch_up_queue_ms)
+    a_ms, b_ms, _, d_ms = queue[:4]
+    owners: dict[int, str] = {}
+    for run_ms in (a_ms, b_ms):  # two workers calling the target
+        job, run = store.get_job(job_id), store.get_run(job_id, run_ms)
+        assert job is not None
+        assert run is not None
+        owners[run_ms] = f"worker-{run_ms}"
+        assert store.start_run_in_slot(
+            run, job, clock.now(), clock.now() + timedelta(minutes=9), owners[run_ms]
+        )
+    sqs = cloud.clients.sqs()
+    url = cloud.queue_url(Priority.NORMAL)
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def receive(count: int = 10, visibility: int = 30) -> list[Any]:
+        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count, VisibilityTimeout=visibility)
+        return reply.get("Messages", [])
+
+    while messages := receive():  # the other caught-up runs come and wait their turn
+        cloud.invoke_worker(messages, url, arn)
+
+    def end(run_ms: int) -> None:
+        job_now, run = store.get_job(job_id), store.get_run(job_id, run_ms)
+        assert run is not None
+        assert store.finish_run_if_held(run, owners[run_ms], RunStatus.SUCCEEDED, clock.now())
+        lifecycle.wake_next_in_line(job_now, run)
+
+    end(a_ms)  # wakes C
+    real_get_job = cloud.executor._store.get_job
+    b_ended = False
+
+    def get_job(job_id_read: str) -> Job | None:
+        nonlocal b_ended
+        read = real_get_job(job_id_read)
+        if not b_ended:
+            b_ended = True
+            end(b_ms)  # right after C's worker read the job: its wake-up sends C again
+        return read
+
+    waiting_while_c_runs: list[str] = []
+    real_deliver = cloud.executor._targets.deliver
+
+    def deliver(job_now: Job, run: Run) -> Delivery:
+        waiting_while_c_runs.extend(json.loads(m["Body"])["run_id"] for m in receive(visibility=0))
+        return real_deliver(job_now, run)
+
+    cloud.executor._store.get_job = get_job  # type: ignore[method-assign, assignment]
+    cloud.executor._targets.deliver = deliver  # type: ignore[method-assign, assignment]
+    cloud.invoke_worker(receive(count=1), url, arn)  # C's first wake-up message
+    cloud.executor._store.get_job = real_get_job  # type: ignore[method-assign]
+    cloud.executor._targets.deliver = real_deliver  # type: ignore[method-assign]
+    assert f"{job_id}:{d_ms}" in waiting_while_c_runs
+    cloud.deliver()
+    assert catch_up_queue(cloud, job_id) == []
+    assert sorted(scheduled_for(receiver)) == [iso(from_ms(run_ms)) for run_ms in queue[2:]]

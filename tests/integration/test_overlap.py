@@ -241,7 +241,7 @@ def test_a_buffered_run_whose_wake_up_is_lost_is_started_by_the_poller(
     clock.move_to(at(2))
     cloud.deliver()  # 10:02 buffered
     lifecycle = cloud.executor._lifecycle
-    lifecycle.wake_buffered = lambda job, run: None  # type: ignore[method-assign]
+    lifecycle.wake_next_in_line = lambda job, run: None  # type: ignore[method-assign]
     gate.set()
     worker.join()
     assert statuses(cloud, job_id)[mark(at(2))] == "PENDING"
@@ -392,11 +392,12 @@ def test_the_slot_of_a_dead_workers_run_is_given_back_when_its_cancelled_job_let
     assert slots(cloud, job_id) == (0, None)
 
 
-def test_a_run_cancelled_by_its_worker_before_the_call_gives_its_slot_back(
+def test_a_run_set_aside_by_its_worker_before_the_call_gives_its_slot_back(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     """The worker took the run (and a slot) a little early; the job is paused before the run's
-    time, so the worker cancels it, uncalled, and the slot with it."""
+    time, so the worker sets it aside, uncalled, still waiting for the resume, and gives the
+    slot back."""
     job_id = cloud.create(every_minute(receiver))["job_id"]
     waiting = clock.sleep_until
     taken: list[tuple[int, int | None]] = []
@@ -410,8 +411,16 @@ def test_a_run_cancelled_by_its_worker_before_the_call_gives_its_slot_back(
     clock.sleep_until = pause_meanwhile  # type: ignore[method-assign]
     assert cloud.deliver() == 1
     assert taken == [(1, None)]
-    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
+    assert statuses(cloud, job_id)[mark(at(1))] == "PENDING"
     assert receiver.requests == []
+    assert slots(cloud, job_id) == (0, None)
+    # At the resume (misfire FIRE_ONCE) one run fires now in its place, and takes the slot.
+    clock.sleep_until = waiting  # type: ignore[method-assign]
+    clock.move_to(at(1) + timedelta(seconds=20))
+    cloud.call("POST", f"/v1/jobs/{job_id}/resume")
+    cloud.deliver()
+    assert len(receiver.requests) == 1
+    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
     assert slots(cloud, job_id) == (0, None)
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from scheduler_core.clock import to_ms
-from scheduler_core.job_control import plan_resume
+from scheduler_core.job_control import ResumePlan, plan_resume
 from scheduler_core.misfire import (
     MAX_CATCH_UP_RUNS,
     TOLERANCE,
@@ -37,6 +37,7 @@ from scheduler_core.schedule import next_fire_after
 
 FIRE_ONCE, SKIP, CATCH_UP = MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP, MisfirePolicy.CATCH_UP
 HOUR = timedelta(hours=1)
+LOOKAHEAD = timedelta(minutes=2)  # how far ahead the poller sends work
 CREATED = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 EVERY_5 = ScheduleSpec(cron="*/5 * * * *")
 
@@ -300,68 +301,57 @@ def run(when: datetime, status: RunStatus = RunStatus.PENDING, finished_at: date
     )
 
 
-# The worker cancelled 10:05's run when its time came while the job was paused.
-CANCELLED_BY_PAUSE = run(t(10, 5), RunStatus.CANCELLED, finished_at=t(10, 5))
+# 10:05's run, set aside by the worker when its time came while the job was paused.
+SET_ASIDE = run(t(10, 5))
 RESUMED = t(10, 31, 20)
 
 
+def resume_plan(job: Job, runs: list[Run], now: datetime) -> ResumePlan:
+    return plan_resume(job, runs, now, now + LOOKAHEAD)
+
+
 def test_skip_resumes_with_nothing_run_for_the_missed_firings() -> None:
-    plan = plan_resume(paused(t(10, 10), "SKIP"), [CANCELLED_BY_PAUSE], RESUMED)
+    plan = resume_plan(paused(t(10, 10), "SKIP"), [SET_ASIDE], RESUMED)
     assert (plan.status, plan.next_fire_at, plan.catch_up) == (JobStatus.SCHEDULED, t(10, 35), False)
-    assert (plan.kept, plan.revived, plan.missed, plan.stopped) == ([], [], [], [])
+    assert (plan.kept, plan.missed, plan.stopped, plan.going_on) == ([], [], [SET_ASIDE], [])
 
 
 def test_skip_runs_a_firing_the_resume_comes_only_seconds_after() -> None:
-    plan = plan_resume(paused(t(10, 10), "SKIP"), [CANCELLED_BY_PAUSE], t(10, 30, 40))
+    plan = resume_plan(paused(t(10, 10), "SKIP"), [SET_ASIDE], t(10, 30, 40))
     assert plan.missed == [t(10, 30)]
     assert plan.next_fire_at == t(10, 35)
 
 
-def test_skip_cancels_a_waiting_run_whose_time_passed_while_paused() -> None:
-    waiting = run(t(10, 5))  # its message not handled yet
-    plan = plan_resume(paused(t(10, 10), "SKIP"), [waiting], RESUMED)
-    assert plan.stopped == [waiting]
-    assert plan.kept == []
-
-
 def test_catch_up_runs_each_firing_of_its_window_with_its_own_run() -> None:
-    plan = plan_resume(paused(t(10, 10), "CATCH_UP", 1800), [CANCELLED_BY_PAUSE], RESUMED)
-    assert plan.revived == [CANCELLED_BY_PAUSE]  # the pause cancelled it: it runs after all
+    plan = resume_plan(paused(t(10, 10), "CATCH_UP", 1800), [SET_ASIDE], RESUMED)
+    assert plan.kept == [SET_ASIDE]  # set aside by the worker: sent again
     assert plan.missed == marks(t(10, 10), t(10, 30))
     assert (plan.catch_up, plan.stopped, plan.next_fire_at) == (False, [], t(10, 35))
 
 
 def test_catch_up_leaves_what_is_older_than_its_window() -> None:
-    plan = plan_resume(paused(t(10, 10), "CATCH_UP", 600), [CANCELLED_BY_PAUSE], RESUMED)
-    assert plan.revived == []
+    plan = resume_plan(paused(t(10, 10), "CATCH_UP", 600), [SET_ASIDE], RESUMED)
+    assert (plan.kept, plan.stopped) == ([], [SET_ASIDE])
     assert plan.missed == [t(10, 25), t(10, 30)]
 
 
-def test_catch_up_sends_a_waiting_run_again_instead_of_cancelling_it() -> None:
-    waiting = run(t(10, 5))
-    plan = plan_resume(paused(t(10, 10), "CATCH_UP", 1800), [waiting], RESUMED)
-    assert (plan.kept, plan.stopped) == ([waiting], [])
-    old = plan_resume(paused(t(10, 10), "CATCH_UP", 600), [waiting], RESUMED)
-    assert (old.kept, old.stopped) == ([], [waiting])
-
-
-def test_catch_up_does_not_bring_back_a_run_cancelled_before_the_pause_or_one_that_ran() -> None:
-    by_a_change = run(t(10, 5), RunStatus.CANCELLED, finished_at=t(10, 3))
-    plan = plan_resume(paused(t(10, 10), "CATCH_UP", 1800), [by_a_change], RESUMED)
-    assert plan.revived == []
+def test_catch_up_never_brings_back_a_cancelled_run_nor_runs_a_firing_twice() -> None:
+    cancelled = run(t(10, 5), RunStatus.CANCELLED, finished_at=t(10, 3))
+    plan = resume_plan(paused(t(10, 10), "CATCH_UP", 1800), [cancelled], RESUMED)
+    assert (plan.kept, plan.stopped) == ([], [])
     assert t(10, 5) not in plan.missed
     ran = run(t(10, 5), RunStatus.SUCCEEDED, finished_at=t(10, 5, 1))
-    plan = plan_resume(paused(t(10, 10), "CATCH_UP", 1800), [ran], RESUMED)
-    assert (plan.revived, plan.missed[0]) == ([], t(10, 10))
+    plan = resume_plan(paused(t(10, 10), "CATCH_UP", 1800), [ran], RESUMED)
+    assert (plan.kept, plan.missed[0]) == ([], t(10, 10))
 
 
 def test_a_one_off_skipped_while_paused_completes_without_a_run() -> None:
     job = paused(t(10, 10), "SKIP", at="2026-11-21T10:10:00Z")
-    plan = plan_resume(job, [], RESUMED)
+    plan = resume_plan(job, [], RESUMED)
     assert (plan.status, plan.missed, plan.catch_up) == (JobStatus.COMPLETED, [], False)
 
 
 def test_a_one_off_caught_up_runs_at_its_own_time_and_completes_after() -> None:
     job = paused(t(10, 10), "CATCH_UP", 3600, at="2026-11-21T10:10:00Z")
-    plan = plan_resume(job, [], RESUMED)
+    plan = resume_plan(job, [], RESUMED)
     assert (plan.status, plan.missed, plan.next_fire_at) == (JobStatus.SCHEDULED, [t(10, 10)], None)

@@ -65,6 +65,50 @@ def test_only_another_run_waiting_under_buffer_one_holds_a_run_back() -> None:
     assert not waits_behind_another(policy("SKIP"), OTHER, ME)
 
 
+@pytest.mark.parametrize("overlap", ["SKIP", "BUFFER_ONE"])
+@pytest.mark.parametrize(
+    ("running", "queue", "expected"),
+    [
+        (0, [ME, OTHER], A.START),  # first in line, a slot free: it starts
+        (1, [ME, OTHER], A.WAIT_TURN),  # first in line, no slot: it waits, never skipped
+        (0, [OTHER, ME], A.WAIT_TURN),  # an older caught-up firing goes first
+        (5, [ME], A.WAIT_TURN),  # over a lowered limit: still waits
+    ],
+)
+def test_a_caught_up_firing_waits_its_turn_for_a_slot_and_is_never_skipped(
+    overlap: str, running: int, queue: list[int], expected: Admission
+) -> None:
+    assert admit(policy(overlap, 1), running, None, ME, queue) is expected
+
+
+def test_a_run_buffered_for_a_slot_goes_before_the_queue_only_under_buffer_one() -> None:
+    assert admit(policy("BUFFER_ONE", 1), 0, OTHER, ME, [ME]) is A.WAIT_TURN
+    # Left behind by an earlier BUFFER_ONE policy, it holds nothing back.
+    assert admit(policy("SKIP", 1), 0, OTHER, ME, [ME]) is A.START
+
+
+@pytest.mark.parametrize(
+    ("overlap", "running", "buffered", "expected"),
+    [
+        ("SKIP", 0, None, A.START),
+        ("SKIP", 1, None, A.REJOIN),  # its retry finds the slot taken: back to the front
+        ("BUFFER_ONE", 1, None, A.REJOIN),
+        ("BUFFER_ONE", 0, OTHER, A.REJOIN),  # the buffered run goes first
+        ("SKIP", 0, OTHER, A.START),
+    ],
+)
+def test_a_caught_up_firing_out_of_the_queue_takes_its_front_again_rather_than_be_skipped(
+    overlap: str, running: int, buffered: int | None, expected: Admission
+) -> None:
+    assert admit(policy(overlap, 1), running, buffered, ME, [OTHER], caught_up=True) is expected
+
+
+def test_the_catch_up_queue_does_not_change_a_run_that_is_not_in_it() -> None:
+    assert admit(policy("SKIP", 1), 1, None, ME, [OTHER]) is A.SKIP
+    assert admit(policy("SKIP", 2), 1, None, ME, [OTHER]) is A.START  # live runs use free slots
+    assert admit(policy("ALLOW"), 9, None, ME, [ME]) is A.START  # ALLOW: nothing waits
+
+
 def test_a_skipped_run_says_why() -> None:
     assert skip_reason(policy("SKIP"), 1, None, ME) == (
         "skipped: 1 run of the job running when it was due (concurrency.max_running 1, overlap SKIP)"

@@ -38,10 +38,10 @@ def test_a_succeeded_run_never_moves_again(target: RunStatus) -> None:
     assert not can_transition(S.SUCCEEDED, target)
 
 
-def test_a_cancelled_run_only_comes_back_to_wait_again() -> None:
-    """A run its job's pause cancelled (never called its target) is brought back by a
-    CATCH_UP resume; a cancelled run never runs, succeeds or fails from there."""
-    assert [t for t in RunStatus if can_transition(S.CANCELLED, t)] == [S.PENDING]
+@pytest.mark.parametrize("target", list(RunStatus))
+def test_a_cancelled_run_never_moves_again(target: RunStatus) -> None:
+    """A pause sets runs aside and never cancels them, so nothing brings a cancelled run back."""
+    assert not can_transition(S.CANCELLED, target)
 
 
 @pytest.mark.parametrize("target", list(RunStatus))
@@ -49,8 +49,11 @@ def test_a_skipped_run_never_moves_again(target: RunStatus) -> None:
     assert not can_transition(S.SKIPPED, target)
 
 
-def test_a_running_run_cannot_go_back_to_pending() -> None:
-    assert not can_transition(S.RUNNING, S.PENDING)
+def test_a_running_run_goes_back_to_waiting_only_when_set_aside_before_its_call() -> None:
+    """A worker that started a run early and then found its job paused sets it aside, same
+    attempt (the store fences this by the worker's lease): PENDING, or RETRYING for a retry."""
+    assert can_transition(S.RUNNING, S.PENDING)
+    assert can_transition(S.RUNNING, S.RETRYING)
 
 
 def test_a_pending_run_cannot_succeed_or_retry_without_running() -> None:
@@ -72,9 +75,8 @@ def test_a_run_starts_only_from_pending_or_retrying() -> None:
     assert sources_of(S.RUNNING) == {S.PENDING, S.RETRYING}
 
 
-def test_only_a_cancelled_run_moves_back_to_pending() -> None:
-    """A run its job's pause cancelled, brought back by a CATCH_UP resume; nothing else."""
-    assert sources_of(S.PENDING) == {S.CANCELLED}
+def test_only_a_run_set_aside_moves_back_to_pending() -> None:
+    assert sources_of(S.PENDING) == {S.RUNNING}
 
 
 def test_only_a_running_run_can_succeed() -> None:

@@ -17,6 +17,7 @@ from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
+from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
 from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 
@@ -119,15 +120,21 @@ class Dispatcher:
             # The run's timer: if it has not started by then, its message is sent again (or,
             # jittered beyond what SQS can delay, first sent then).
             due_at, _ = self._lifecycle.send_plan(starts_at, now)
-            run = scheduled_run(job, fire_at, starts_at).model_copy(update={"due_at": due_at})
+            catch_up = queues_when_caught_up(job) and misfire.is_misfire(fire_at, now)
+            run = scheduled_run(job, fire_at, starts_at).model_copy(
+                update={"due_at": due_at, "caught_up": catch_up}
+            )
             try:
-                claimed = self._claim_retrying_contention(job, run, following, now)
+                claimed = self._claim_retrying_contention(job, run, following, now, catch_up)
             except StoreContention:
                 return ClaimResult(runs, job, contended=True)
             if not claimed:
                 break
             runs.append(run)
-            job = job.model_copy(update={"version": job.version + 1, "next_fire_at": following})
+            queue = [*job.catch_up_queue_ms, run.scheduled_for_ms] if catch_up else job.catch_up_queue_ms
+            job = job.model_copy(
+                update={"version": job.version + 1, "next_fire_at": following, "catch_up_queue_ms": queue}
+            )
         return ClaimResult(runs, job)
 
     def _missed_to_run(self, job: Job, now: datetime) -> list[datetime]:
@@ -175,18 +182,18 @@ class Dispatcher:
         return ClaimResult([], moved, skipped=True)
 
     def _claim_retrying_contention(
-        self, job: Job, run: Run, following: datetime | None, now: datetime
+        self, job: Job, run: Run, following: datetime | None, now: datetime, catch_up: bool
     ) -> bool:
         """A claim throttled or caught in a transaction conflict is tried again, briefly
         (botocore already retried throttling; a conflict it does not retry). A lost race
         (the condition failed) is never retried: someone else owns the firing."""
         for pause_ms in CONTENTION_PAUSES_MS:
             try:
-                return self._store.claim_if_unchanged(job, run, following, now)
+                return self._store.claim_if_unchanged(job, run, following, now, catch_up)
             except StoreContention:
                 logger.info("claim contended; trying again", extra={"job_id": job.job_id})
                 self._clock.sleep_until(self._clock.now() + timedelta(milliseconds=pause_ms))
-        return self._store.claim_if_unchanged(job, run, following, now)
+        return self._store.claim_if_unchanged(job, run, following, now, catch_up)
 
     def claim_and_enqueue(self, job: Job, now: datetime) -> ClaimResult:
         """Claim and enqueue a job's firings within the horizon (the create path). What
@@ -202,7 +209,9 @@ class Dispatcher:
         with its timer as a claim would set it; send it with `enqueue`."""
         starts_at = jittered(job.schedule, job.job_id, fire_at, following_firing(job, fire_at))
         due_at, _ = self._lifecycle.send_plan(starts_at, now)
-        return scheduled_run(job, fire_at, starts_at).model_copy(update={"due_at": due_at})
+        return scheduled_run(job, fire_at, starts_at).model_copy(
+            update={"due_at": due_at, "caught_up": queues_when_caught_up(job)}
+        )
 
     def enqueue(self, runs: list[Run]) -> list[Run]:
         """Send runs made outside a poll; returns those not sent (their timers have the

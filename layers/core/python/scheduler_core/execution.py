@@ -5,8 +5,9 @@ A message is a pointer; the run item decides. A duplicate or stale message finds
 already started (or finished, or at another attempt) and is dropped. Every write after the
 start is fenced by the attempt and this worker's lease owner token: a worker that lost its
 lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
-fail the run. A message for a job cancelled or paused before the call cancels its run
-(a manual run excepted: a paused job still runs what was triggered by hand).
+fail the run. A message for a job cancelled before the call cancels its run. A message for
+a job paused before the call sets its run aside, still waiting, same attempt, for the resume
+to decide (the job's misfire policy); a manual run goes on: it was asked for by name.
 
 The start honours the job's concurrency policy (`overlap`): the attempt takes one of the
 job's running slots in the same transaction, or the run waits for one (BUFFER_ONE) or is
@@ -24,9 +25,10 @@ from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.lifecycle import RunLifecycle, is_last
+from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
-from scheduler_core.overlap import Admission, admit, skip_reason, waits_behind_another
+from scheduler_core.overlap import Admission, admit, queues_when_caught_up, skip_reason, waits_behind_another
 from scheduler_core.ports import (
     Delivery,
     JobStore,
@@ -37,7 +39,6 @@ from scheduler_core.ports import (
 )
 from scheduler_core.run_state import WAITING
 
-_STOPPED = (JobStatus.CANCELLED, JobStatus.PAUSED)
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
 # How often a start is decided again when the job's running slots changed meanwhile.
 ADMISSION_TRIES = 5
@@ -59,6 +60,8 @@ class Outcome(StrEnum):
     FAILED = "FAILED"
     DUPLICATE = "DUPLICATE"  # the run was not waiting for this attempt: acknowledged, dropped
     CANCELLED = "CANCELLED"
+    SET_ASIDE = "SET_ASIDE"  # its job is paused: the run waits for the resume; acknowledged
+    WAITING_TURN = "WAITING_TURN"  # a caught-up run waits its turn for a running slot; acknowledged
     JOB_GONE = "JOB_GONE"
     LEASE_LOST = "LEASE_LOST"  # another attempt owns the run now; our result is discarded
     SKIPPED = "SKIPPED"  # the job's running slots were taken (overlap): the target was not called
@@ -117,8 +120,10 @@ class RunExecutor:
         # SQS delays in whole seconds and a little early; the rest of the wait happens here.
         self._clock.sleep_until(due)
         # A cancel or pause may have landed while we waited: one read before the call.
-        current = self._store.get_job(message.job_id)
-        if current is None or (current.status in _STOPPED and not _goes_on_while_paused(current, run)):
+        current = self._unless_paused(self._store.get_job(message.job_id), run, owner, context)
+        if isinstance(current, Outcome):
+            return current
+        if current is None or current.status is JobStatus.CANCELLED:
             self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
             logger.info(
                 RUN_FINISHED, extra=context | {"status": "CANCELLED", "error": "its job was cancelled"}
@@ -135,18 +140,54 @@ class RunExecutor:
             delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         return self._record(current, run, owner, delivery, lateness_ms, context)
 
+    def _unless_paused(
+        self, current: Job | None, run: Run, owner: str, context: dict[str, object]
+    ) -> Job | Outcome | None:
+        """The job as read just before the call, unless it is paused: then the started run is
+        set aside (waiting again, its slot given back) on the condition that the job is still
+        paused; if a resume came meanwhile, the job is read again and the run goes on."""
+        for _ in range(ADMISSION_TRIES):
+            if current is None or current.status is not JobStatus.PAUSED:
+                return current
+            if _goes_on_while_paused(current, run):
+                return current
+            timer = self._lifecycle.paused_timer(self._clock.now())
+            aside = self._store.set_aside_if_held(run, owner, timer)
+            if aside is None:  # resumed since we read it
+                current = self._store.get_job(run.job_id)
+                continue
+            if not aside:
+                logger.warning("run taken over by another attempt; result discarded", extra=context)
+                return Outcome.LEASE_LOST
+            self._lifecycle.wake_next_in_line(current, run)
+            logger.info("run set aside: its job was paused", extra=context)
+            return Outcome.SET_ASIDE
+        raise StoreContention(f"job {run.job_id} kept being paused and resumed")
+
     def _job_going_on(self, message: RunMessage, context: dict[str, object]) -> Job | Outcome:
-        """The run's job, read now; or the outcome for a run whose job is gone, or cancelled or
-        paused (the run is cancelled: a manual one of a paused job excepted)."""
-        job = self._store.get_job(message.job_id)
-        if job is None:
-            logger.warning("message for a job that does not exist", extra=context)
-            return Outcome.JOB_GONE
-        if job.status in _STOPPED and not self._manual_while_paused(job, message):
-            self._store.cancel_run_if_not_started(message, self._clock.now())
-            logger.info(f"run cancelled: its job is {job.status}", extra=context)
-            return Outcome.CANCELLED
-        return job
+        """The run's job, read now; or the outcome for a run whose job is gone, cancelled (the
+        run is cancelled) or paused (the run is set aside, on the condition that the job is
+        still paused: a manual one excepted)."""
+        for _ in range(ADMISSION_TRIES):
+            job = self._store.get_job(message.job_id)
+            if job is None:
+                logger.warning("message for a job that does not exist", extra=context)
+                return Outcome.JOB_GONE
+            if job.status is JobStatus.CANCELLED:
+                self._store.cancel_run_if_not_started(message, self._clock.now())
+                logger.info("run cancelled: its job is CANCELLED", extra=context)
+                return Outcome.CANCELLED
+            if job.status is not JobStatus.PAUSED or self._manual_while_paused(job, message):
+                return job
+            timer = self._lifecycle.paused_timer(self._clock.now())
+            aside = self._store.set_aside_while_paused(message, timer)
+            if aside is None:
+                continue  # resumed since we read it: read it again
+            if not aside:
+                return _duplicate(context)
+            logger.info("run set aside: its job is PAUSED", extra=context)
+            return Outcome.SET_ASIDE
+        raise StoreContention(f"job {message.job_id} kept being paused and resumed")
 
     def _start(
         self, job: Job, message: RunMessage, owner: str, due: datetime, context: dict[str, object]
@@ -160,6 +201,7 @@ class RunExecutor:
         than START made early (the message arrived before the run's time) waits for that time
         and is made again then, so a run that ends just before it leaves its slot in time."""
         waited = False
+        caught_up: bool | None = None  # read from the run only when it matters
         for _ in range(ADMISSION_TRIES):
             now = self._clock.now()
             policy = job.concurrency
@@ -167,13 +209,30 @@ class RunExecutor:
                 run = self._store.start_run_if_waiting(message, now, now + self._lease, owner)
                 return run if run is not None else _duplicate(context)
             me = message.scheduled_for_ms
-            admission = admit(policy, job.running_count, job.buffered_run_ms, me)
+            queue = job.catch_up_queue_ms
+            admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, bool(caught_up))
+            decided_without = admission in (Admission.SKIP, Admission.BUFFER) and caught_up is None
+            if decided_without and queues_when_caught_up(job):
+                # A caught-up firing out of the queue (its retry) is never skipped: one read.
+                caught_up = self._is_caught_up(message)
+                admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
             try:
                 if admission is Admission.START:
                     run = self._store.start_run_in_slot(message, job, now, now + self._lease, owner)
-                    return run if run is not None else _duplicate(context)
+                    if run is None:
+                        return _duplicate(context)
+                    if queue or job.misfire is MisfirePolicy.CATCH_UP:
+                        # Read after this start: a release that woke this run (not the next one)
+                        # while a slot is still free is made up for.
+                        self._lifecycle.wake_first_caught_up(job.job_id)
+                    return run
                 if waits_behind_another(policy, job.buffered_run_ms, me) and self._buffered_run_ended(job):
                     pass  # decide again without it
+                elif admission is Admission.WAIT_TURN:
+                    if not self._ahead_in_queue_ended(job, me):
+                        return self._wait_turn(message, now, context)
+                elif admission is Admission.REJOIN:
+                    return self._rejoin(job, message, now, context)
                 elif not waited and now < due:
                     waited = True
                     self._clock.sleep_until(due)
@@ -190,6 +249,31 @@ class RunExecutor:
                 return again
             job = again
         raise StoreContention(f"the running slots of job {message.job_id} kept changing")
+
+    def _ahead_in_queue_ended(self, job: Job, me: int) -> bool:
+        """Whether the runs ahead of `me` in the job's catch-up queue include one that ended
+        without starting (cancelled, failed): it leaves the queue, and `me` decides again."""
+        if job.catch_up_queue_ms[0] == me:
+            return False  # first in line, waiting for a slot
+        first = self._lifecycle.first_caught_up_run(job)
+        return first is None or first.scheduled_for_ms != job.catch_up_queue_ms[0]
+
+    def _wait_turn(self, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
+        # Acknowledged: the end of the run before it in the queue sends its message again.
+        if not self._store.wait_turn_if_waiting(message, self._lifecycle.turn_timer(now)):
+            return _duplicate(context)
+        logger.info("caught-up run waits its turn for a running slot", extra=context)
+        return Outcome.WAITING_TURN
+
+    def _rejoin(self, job: Job, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
+        if not self._store.rejoin_catch_up_queue(message, job, self._lifecycle.turn_timer(now)):
+            return _duplicate(context)
+        logger.info("caught-up run back at the front of the catch-up queue", extra=context)
+        return Outcome.WAITING_TURN
+
+    def _is_caught_up(self, message: RunMessage) -> bool:
+        run = self._store.get_run(message.job_id, message.scheduled_for_ms)
+        return run is not None and run.caught_up
 
     def _buffered_run_ended(self, job: Job) -> bool:
         """Whether the job's buffered run ended without starting (cancelled, failed, its job
@@ -260,7 +344,7 @@ class RunExecutor:
                 logger.warning("run taken over by another attempt; result discarded", extra=context)
                 return Outcome.LEASE_LOST
             metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
-            self._lifecycle.wake_buffered(job, run)
+            self._lifecycle.wake_next_in_line(job, run)
             status: RunStatus | None = RunStatus.SUCCEEDED
         else:
             status = self._lifecycle.retry_or_fail(

@@ -8,17 +8,20 @@ refused (412). Claims check the version too, so a change that won makes the clai
 
 Pause and resume:
 - pause: the job leaves the due index. It keeps its next firing not yet claimed, where a
-  resume carries on. Runs already claimed (up to the lookahead ahead) stay on their queue:
-  one whose time comes while the job is paused is cancelled by the worker (its target is
-  not called); one whose time comes after a resume runs as planned. A run already calling
-  its target finishes. Manual runs are not stopped by a pause.
+  resume carries on. Runs already claimed (up to the lookahead ahead) and retries stay as
+  they are: one whose time comes while the job is paused is set aside by the worker (still
+  waiting, same attempt, target not called) for the resume to decide. A run already calling
+  its target finishes. Manual runs are not stopped by a pause. A pause cancels nothing: a
+  CANCELLED run is final.
 - resume: the firings of the job's schedule that fell between the pause and now (claimed
-  or not; its next firing if it is past) go as its misfire policy says (`misfire`):
-  FIRE_ONCE (the default): ONE run fires now for all of them (a one-off whose time passed
-  while it was paused included). SKIP: none runs (those within `misfire.TOLERANCE` of now
-  are late, not missed: they run). CATCH_UP: each one of the window runs as its own run,
-  oldest first: a waiting run is sent again, a run the pause cancelled is brought back, a
-  firing without a run gets one. Then the job carries on from its first firing after now.
+  or not, first attempts and retries alike; its next firing if it is past) are missed, and
+  go as its misfire policy says (`misfire`): FIRE_ONCE (the default): ONE run fires now for
+  all of them (a one-off whose time passed while it was paused included); their waiting
+  runs are cancelled. SKIP: none runs (those within `misfire.TOLERANCE` of now are late,
+  not missed: they run). CATCH_UP: each one of the window runs as its own run, oldest
+  first: a waiting run is sent again, a firing without a run gets one. Waiting runs whose
+  time has not come yet (or came before the pause) are sent again as planned: the worker may
+  have set them aside. Then the job carries on from its first firing after now.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from scheduler_core.model import (
     iso_or_none,
 )
 from scheduler_core.observability import logger, metrics
+from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.ports import JobStore
 
 # How often a change is read and applied again when a claim (or another change) won the race.
@@ -72,8 +76,10 @@ class ResumePlan:
     stopped: list[Run]  # waiting runs due while paused: cancelled (missed, or stood for by catch_up)
     # SKIP, CATCH_UP: the missed firings that run after all, each as its own run:
     kept: list[Run] = field(default_factory=list)  # waiting runs due while paused: sent again
-    revived: list[Run] = field(default_factory=list)  # runs the pause cancelled: brought back
     missed: list[datetime] = field(default_factory=list)  # firings with no run yet: new runs
+    # Waiting runs not due while paused (due before the pause, or not due yet, up to the
+    # horizon): sent again as planned, since the worker may have set them aside.
+    going_on: list[Run] = field(default_factory=list)
 
 
 def is_firing(job: Job, when: datetime) -> bool:
@@ -81,67 +87,83 @@ def is_firing(job: Job, when: datetime) -> bool:
     return following_firing(job, when - _ONE_MS) == when
 
 
-def plan_resume(job: Job, runs: list[Run], now: datetime) -> ResumePlan:
-    """What resuming the paused `job` at `now` does, given its newest `runs`.
+def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> ResumePlan:
+    """What resuming the paused `job` at `now` does, given its newest `runs` (`horizon`: how
+    far ahead the poller sends work).
 
     The firings missed while paused are those of the job's schedule between the pause and now
-    (claimed or not), its next firing if it is past, and waiting runs whose time came while
-    paused. Under FIRE_ONCE, the default misfire policy, they run once, now (`catch_up`). Under
-    SKIP and CATCH_UP, those the policy keeps (`misfire.select`) run each as its own run, the
-    others do not (their waiting runs are `stopped`)."""
+    (claimed or not), its next firing if it is past, and waiting runs (first attempts and
+    retries) whose time came while paused. Under FIRE_ONCE, the default misfire policy, they
+    run once, now (`catch_up`). Under SKIP and CATCH_UP, those the policy keeps
+    (`misfire.select`) run each as its own run, the others do not (their waiting runs are
+    `stopped`). Other waiting runs up to the horizon go on as planned (`going_on`)."""
     paused_at = job.paused_at or job.updated_at
-    waiting = [
-        run
-        for run in runs
-        if run.trigger is not Trigger.MANUAL
-        and run.status in run_state.WAITING
-        and paused_at < run.starts_at <= now
-    ]
+    unstarted = [run for run in runs if run.trigger is not Trigger.MANUAL and run.status in run_state.WAITING]
+    waiting = [run for run in unstarted if paused_at < run.starts_at <= now]
+    going_on = [run for run in unstarted if run.starts_at <= paused_at or now < run.starts_at <= horizon]
     first_after_pause = following_firing(job, paused_at)
     if job.next_fire_at is None or job.next_fire_at > now:
         next_fire_at = job.next_fire_at
     else:
         next_fire_at = following_firing(job, now)
     kept: list[Run] = []
-    revived: list[Run] = []
     new: list[datetime] = []
     if job.misfire is MisfirePolicy.FIRE_ONCE:
         catch_up = (
             (job.next_fire_at is not None and job.next_fire_at <= now)
-            or (first_after_pause is not None and first_after_pause <= now)
+            or _a_firing_did_not_run(job, runs, first_after_pause, now)
             or bool(waiting)
         )
         stopped = waiting
     else:
         catch_up = False
-        kept, revived, new = _own_runs_for_missed(job, runs, waiting, first_after_pause, now)
+        kept, new = _own_runs_for_missed(job, runs, waiting, first_after_pause, now)
         kept_ids = {run.run_id for run in kept}
         stopped = [run for run in waiting if run.run_id not in kept_ids]
+        going_on = [run for run in going_on if run.run_id not in kept_ids]
     stopped_ids = {run.run_id for run in stopped}
     # A manual run never completes a job (its own firing does), so it does not hold one open.
     unfinished = any(
         run.status in _UNFINISHED and run.run_id not in stopped_ids and run.trigger is not Trigger.MANUAL
         for run in runs
     )
-    done = next_fire_at is None and not catch_up and not revived and not new and not unfinished
+    done = next_fire_at is None and not catch_up and not new and not unfinished
     return ResumePlan(
         JobStatus.COMPLETED if done else JobStatus.SCHEDULED,
         next_fire_at,
         catch_up,
         stopped,
         kept=kept,
-        revived=revived,
         missed=new,
+        going_on=going_on,
     )
+
+
+def _a_firing_did_not_run(job: Job, runs: list[Run], first: datetime | None, now: datetime) -> bool:
+    """Whether a firing of the job's schedule from `first` to `now` has no run that went on
+    (a worker started it before the pause, or a resume raced it): FIRE_ONCE's one run stands
+    for those only, so a firing that ran is not run twice."""
+    went_on = {
+        run.scheduled_for
+        for run in runs
+        if run.trigger is not Trigger.MANUAL and run.status not in run_state.WAITING | {RunStatus.CANCELLED}
+    }
+    when = first
+    for _ in range(RESUME_WINDOW):
+        if when is None or when > now:
+            return False
+        if when not in went_on:
+            return True
+        when = following_firing(job, when)
+    return True  # more firings than runs read: some surely did not run
 
 
 def _own_runs_for_missed(
     job: Job, runs: list[Run], waiting: list[Run], first_after_pause: datetime | None, now: datetime
-) -> tuple[list[Run], list[Run], list[datetime]]:
+) -> tuple[list[Run], list[datetime]]:
     """SKIP, CATCH_UP: the firings missed while paused that the policy keeps, each its own
-    run: (waiting runs to send again, runs the pause cancelled to bring back, firings with no
-    run yet). A firing whose run went on anyway (a worker took it before the pause) is done."""
-    paused_at = job.paused_at or job.updated_at
+    run: (waiting runs to send again, firings with no run yet). A firing whose run went on
+    anyway (a worker took it before the pause) is done, and a cancelled one stays cancelled."""
     starts = [when for when in (job.next_fire_at, first_after_pause) if when is not None and when <= now]
     firings: set[datetime] = set()
     if starts:
@@ -154,7 +176,6 @@ def _own_runs_for_missed(
     chosen = misfire.select(sorted(firings), now, job.misfire, job.catch_up_window)
     by_time = {run.scheduled_for: run for run in runs if run.trigger is not Trigger.MANUAL}
     kept: list[Run] = []
-    revived: list[Run] = []
     new: list[datetime] = []
     for fire_at in chosen:
         run = by_time.get(fire_at)
@@ -162,11 +183,7 @@ def _own_runs_for_missed(
             new.append(fire_at)
         elif run.status in run_state.WAITING:
             kept.append(run)
-        elif (
-            run.status is RunStatus.CANCELLED and run.finished_at is not None and run.finished_at >= paused_at
-        ):
-            revived.append(run)
-    return kept, revived, new
+    return kept, new
 
 
 class JobControl:
@@ -218,13 +235,14 @@ class JobControl:
                 return job
             _refuse_ended(job, "resumed")
             now = self._clock.now()
-            plan = plan_resume(job, self._store.recent_runs(job.job_id, RESUME_WINDOW), now)
+            runs = self._store.recent_runs(job.job_id, RESUME_WINDOW)
+            plan = plan_resume(job, runs, now, self._dispatcher.horizon(now))
             # Before the job is scheduled again, so a late message cannot start one of them.
             for run in plan.stopped:
                 self._store.cancel_run_if_not_started(run, now)
-            # Before the job too: should the resume not happen, their timers send them to a
-            # worker that finds the job paused and cancels them.
-            own_runs = [*plan.kept, *self._write_own_runs(job, plan, now)]
+            # Before the job too: should the resume not happen, they wait, set aside, for the
+            # next resume (which finds them among the job's waiting runs).
+            new_runs = self._write_missed_runs(job, plan, now)
             catch_up = self._new_run(job, Trigger.SCHEDULE, now) if plan.catch_up else None
             resumed = job.model_copy(
                 update={
@@ -235,33 +253,50 @@ class JobControl:
                     "updated_at": now,
                 }
             )
-            if self._store.update_job_if_unchanged(job, resumed, now, catch_up):
+            # Under CATCH_UP, the missed firings that run queue for the job's slots, oldest first.
+            queues = queues_when_caught_up(job)
+            caught_up = sorted({run.scheduled_for_ms for run in [*plan.kept, *new_runs]}) if queues else []
+            queue = [ms for ms in caught_up if ms not in job.catch_up_queue_ms]
+            if self._store.update_job_if_unchanged(job, resumed, now, catch_up, queue):
                 logger.info(
                     "job resumed",
                     extra={
                         "job_id": job.job_id,
                         "misfire": str(job.misfire),
                         "catch_up_run": catch_up.run_id if catch_up else None,
-                        "caught_up_runs": [run.run_id for run in own_runs],
+                        "caught_up_runs": [run.run_id for run in [*plan.kept, *new_runs]],
                     },
                 )
                 if catch_up is not None:
                     self._lifecycle.send_new(catch_up)
-                self._dispatcher.enqueue(sorted(own_runs, key=lambda run: run.scheduled_for))
+                self._send_again(sorted(plan.kept, key=lambda run: run.starts_at), now, caught_up=queues)
+                self._send_again(plan.going_on, now)
+                self._dispatcher.enqueue(new_runs)
                 if resumed.status is JobStatus.SCHEDULED:
                     resumed = self._dispatcher.claim_and_enqueue(resumed, now).job
                 return resumed
             job = self._read_again(job)
         raise _changed_concurrently(job)
 
-    def _write_own_runs(self, job: Job, plan: ResumePlan, now: datetime) -> list[Run]:
-        """The runs of missed firings that run after all (SKIP, CATCH_UP), as written: runs
-        the pause cancelled brought back, new runs for firings without one."""
+    def _send_again(self, runs: list[Run], now: datetime, caught_up: bool = False) -> None:
+        """Send waiting runs again (the worker may have set them aside while the job was
+        paused). `caught_up`: they are missed firings caught up (they queue for a slot). A
+        run whose timer moved meanwhile (a worker or the watchdog setting it aside as the
+        resume read it) is read again and, still waiting at the same attempt, sent anyway:
+        a duplicate message is dropped by the run's conditional start."""
+        for run in runs:
+            if run.due_at is not None and self._lifecycle.send_again(run, now, caught_up):
+                continue
+            current = self._store.get_run(run.job_id, run.scheduled_for_ms)
+            if current is None or current.status not in run_state.WAITING or current.attempt != run.attempt:
+                continue  # it started, ended or moved on: not ours to send
+            if current.due_at is None or not self._lifecycle.send_again(current, now, caught_up):
+                self._lifecycle.send_new(current)
+
+    def _write_missed_runs(self, job: Job, plan: ResumePlan, now: datetime) -> list[Run]:
+        """The new runs of missed firings that run after all (SKIP, CATCH_UP), as written,
+        oldest first."""
         written: list[Run] = []
-        for run in plan.revived:
-            revived = self._store.revive_run_if_cancelled(run, now, self._lifecycle.sent_timer(now, now))
-            if revived is not None:
-                written.append(revived)
         for fire_at in plan.missed:
             run = self._dispatcher.missed_run(job, fire_at, now)
             if self._store.put_run_if_absent(run, now):
@@ -375,6 +410,17 @@ class JobControl:
             and run.scheduled_for > now
             and not is_firing(job, run.scheduled_for)
         ]
+        if job.status is JobStatus.PAUSED:
+            # Runs set aside while paused are firings of the old schedule: a resume counts
+            # missed firings on the new one.
+            waiting = self._store.recent_runs(job.job_id, RESUME_WINDOW, statuses=run_state.WAITING)
+            stale += [
+                run
+                for run in waiting
+                if run.trigger is Trigger.SCHEDULE
+                and run.scheduled_for <= now
+                and not is_firing(job, run.scheduled_for)
+            ]
         return job, stale
 
     # --- cancel --------------------------------------------------------------------------

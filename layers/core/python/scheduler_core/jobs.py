@@ -158,7 +158,8 @@ class JobService:
         if job.status is JobStatus.CANCELLED:
             raise Conflict(f"job '{job_id}' is cancelled; its runs cannot be retried")
         if job.status is JobStatus.PAUSED:
-            # The worker cancels the runs of a paused job, and a CANCELLED run is final.
+            # The worker would set it aside until the resume, whose misfire policy may then
+            # drop it: a retry asked for now must not wait for that, nor vanish in it.
             raise Conflict(f"job '{job_id}' is paused; resume it, then retry the run")
         if run.status is not RunStatus.FAILED:
             raise Conflict(f"run '{run_id}' is {run.status}; only a FAILED run can be retried")

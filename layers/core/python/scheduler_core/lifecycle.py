@@ -8,7 +8,12 @@ look at it again, so nothing waits on a message that may never come:
   has not started by then; the poller sends it again, same attempt);
 - a running attempt: its lease expiry (the worker died or hung; the poller retries or fails it);
 - a retry (or a first attempt moved by jitter) further away than SQS can delay a message
-  (900 s): its time − `lookahead`, when the poller sends it, like a job's firing.
+  (900 s): its time − `lookahead`, when the poller sends it, like a job's firing;
+- a run set aside because its job is paused: `PAUSED_RECHECK` later (the resume sends it
+  again, or not, as the job's misfire policy says; the timer only covers a run the resume
+  did not reach);
+- a caught-up run waiting its turn for a running slot: `TURN_RECHECK` later (the end of the
+  run before it sends it; the timer only covers a wake-up lost on the way).
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ from datetime import datetime, timedelta
 from scheduler_core import run_state
 from scheduler_core.clock import Clock
 from scheduler_core.messages import MAX_DELAY_SECONDS, run_message
+from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import DeadLetter, Job, JobStatus, Overlap, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobStore, RunQueue, RunRef
 from scheduler_core.retry import attempts_left, backoff
 from scheduler_core.schedule import NeverFires, next_fire_after
+
+# How long a run set aside while its job is paused waits before the poller looks at it again.
+PAUSED_RECHECK = timedelta(minutes=15)
+# How long a caught-up run waiting its turn for a slot waits before the poller looks again.
+TURN_RECHECK = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,15 @@ class RunLifecycle:
     def sent_timer(self, starts_at: datetime, now: datetime) -> datetime:
         """When to look again at a run whose message is (about to be) on its queue."""
         return max(starts_at, now) + self._timers.resend_after
+
+    def paused_timer(self, now: datetime) -> datetime:
+        """When to look again at a run set aside because its job is paused."""
+        return now + PAUSED_RECHECK
+
+    def turn_timer(self, now: datetime) -> datetime:
+        """When to look again at a caught-up run waiting its turn for a running slot (the end
+        of the run before it sends it; this only covers a wake-up lost on the way)."""
+        return now + TURN_RECHECK
 
     def send_plan(self, next_attempt_at: datetime, now: datetime) -> tuple[datetime, bool]:
         """(the run's timer, whether to send its message now) for an attempt at
@@ -87,7 +107,7 @@ class RunLifecycle:
                 extra=_context(run) | {"error": error, "next_attempt_at": iso(next_attempt_at)},
             )
             metrics.add_metric(name="RunsRetried", unit="Count", value=1)
-            self.wake_buffered(job, run)
+            self.wake_next_in_line(job, run)
             if send_now:
                 self._send(retried)
             return RunStatus.RETRYING
@@ -104,7 +124,7 @@ class RunLifecycle:
         ):
             return None
         self._failed(run, run.attempt, error)
-        self.wake_buffered(job, run)
+        self.wake_next_in_line(job, run)
         return RunStatus.FAILED
 
     def _failed(self, run: Run, attempts: int, error: str | None) -> None:
@@ -134,27 +154,61 @@ class RunLifecycle:
         if self._queue.send_dead_letter(record):
             metrics.add_metric(name="DeadLetters", unit="Count", value=1)
 
-    # --- a running slot given back (overlap BUFFER_ONE) ------------------------------------
+    # --- a running slot given back (overlap BUFFER_ONE, catch-up queue) ---------------------
 
-    def wake_buffered(self, job: Job | None, run: Run) -> None:
+    def wake_next_in_line(self, job: Job | None, run: Run) -> None:
         """`run`'s attempt has just given its running slot back: send the message of the run
-        waiting for one (BUFFER_ONE), so it starts now rather than at its timer. Only when the
-        job (as the caller read it) buffers; a run buffered after a change of policy waits
-        for its timer, when the poller sends it (a minute at most)."""
-        if not run.holds_slot or job is None or job.concurrency.overlap is not Overlap.BUFFER_ONE:
+        next in line for one, so it starts now rather than at its timer: the buffered run
+        (BUFFER_ONE), else the first of the catch-up queue. Only when the job (as the caller
+        read it) may have one; a run that waits for a slot after a change of policy waits
+        for its timer, when the poller sends it."""
+        if not run.holds_slot or job is None:
+            return
+        buffers = job.concurrency.overlap is Overlap.BUFFER_ONE
+        if not buffers and job.misfire is not MisfirePolicy.CATCH_UP and not job.catch_up_queue_ms:
             return
         try:
             current = self._store.get_job(run.job_id)
-            if current is None or current.buffered_run_ms is None:
+            if current is None:
                 return
-            waiting = self._store.get_run(run.job_id, current.buffered_run_ms)
-        except Exception:  # throttled, unreachable: the buffered run's timer covers it
-            logger.exception("buffered run not woken; the poller will send it", extra=_context(run))
+            waiting = None
+            if current.buffered_run_ms is not None:
+                waiting = self._store.get_run(run.job_id, current.buffered_run_ms)
+                # One that ended without starting is forgotten by the next run to start.
+            if waiting is None or waiting.status not in run_state.WAITING:
+                waiting = self.first_caught_up_run(current)
+        except Exception:  # throttled, unreachable: the waiting run's timer covers it
+            logger.exception("waiting run not woken; the poller will send it", extra=_context(run))
             return
-        if waiting is None or waiting.status not in run_state.WAITING:
-            return  # it ended without starting; the next run to start forgets it
-        logger.info("buffered run woken: a running slot is free", extra=_context(waiting))
-        self._queue_or_log(waiting)
+        if waiting is not None:
+            logger.info("waiting run woken: a running slot is free", extra=_context(waiting))
+            self._queue_or_log(waiting)
+
+    def wake_first_caught_up(self, job_id: str) -> None:
+        """After a run of the job started in a slot: if a slot is still free and no run is
+        buffered for one, send the first waiting run of the job's catch-up queue. Read after
+        the start, so a release that woke the run that just started (it was first in line)
+        rather than the next one is made up for."""
+        try:
+            current = self._store.get_job(job_id)
+            if current is None or not current.catch_up_queue_ms or not _slot_free(current):
+                return
+            waiting = self.first_caught_up_run(current)
+        except Exception:  # throttled, unreachable: the waiting run's timer covers it
+            logger.exception("caught-up run not woken; the poller will send it", extra={"job_id": job_id})
+            return
+        if waiting is not None:
+            self._queue_or_log(waiting)
+
+    def first_caught_up_run(self, job: Job) -> Run | None:
+        """The run at the front of the job's catch-up queue (as `job` was read) that still
+        waits; those before it that ended without starting (cancelled, failed) leave the queue."""
+        for run_ms in job.catch_up_queue_ms:
+            run = self._store.get_run(job.job_id, run_ms)
+            if run is not None and run.status in run_state.WAITING:
+                return run
+            self._store.leave_catch_up_queue(job.job_id, run_ms)  # False: it left meanwhile
+        return None
 
     # --- a manual re-drive ---------------------------------------------------------------
 
@@ -189,11 +243,20 @@ class RunLifecycle:
         if job.status is JobStatus.CANCELLED:
             self._store.cancel_run_if_not_started(run, now)
             return "cancelled"
-        if not self._store.resend_if_unchanged(run, self.sent_timer(run.starts_at, now)):
-            return "lost_race"
+        if job.status is JobStatus.PAUSED and run.trigger is not Trigger.MANUAL:
+            # Set aside until the resume (which decides), not sent to be set aside again.
+            return "paused" if self._store.resend_if_unchanged(run, self.paused_timer(now)) else "lost_race"
+        return "resent" if self.send_again(run, now) else "lost_race"
+
+    def send_again(self, run: Run, now: datetime, caught_up: bool = False) -> bool:
+        """Send a waiting run's message again, same attempt, its timer moved on as for a run
+        just sent; False if the run moved meanwhile (someone else sends it, or it started).
+        `caught_up`: the run is from now on a missed firing caught up (see `Run.caught_up`)."""
+        if not self._store.resend_if_unchanged(run, self.sent_timer(run.starts_at, now), caught_up):
+            return False
         self._queue_or_log(run)
         metrics.add_metric(name="RunsResent", unit="Count", value=1)
-        return "resent"
+        return True
 
     def send_new(self, run: Run) -> None:
         """Send a run just created outside a claim (a manual run, a resume's catch-up run).
@@ -223,7 +286,7 @@ class RunLifecycle:
             logger.warning("lease expired; retrying", extra=_context(run))
             metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
             metrics.add_metric(name="RunsRetried", unit="Count", value=1)
-            self.wake_buffered(job, run)
+            self.wake_next_in_line(job, run)
             if send_now:
                 self._send(retried)
             return "retried"
@@ -237,8 +300,17 @@ class RunLifecycle:
             return "lost_race"
         metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
         self._failed(run, run.attempt, error)
-        self.wake_buffered(job, run)
+        self.wake_next_in_line(job, run)
         return "failed"
+
+
+def _slot_free(job: Job) -> bool:
+    """Whether a run of the job could start now: a running slot free, none buffered for one."""
+    policy = job.concurrency
+    if policy.overlap is Overlap.ALLOW or policy.max_running is None:
+        return True
+    buffered = policy.overlap is Overlap.BUFFER_ONE and job.buffered_run_ms is not None
+    return job.running_count < policy.max_running and not buffered
 
 
 def is_last(job: Job, run: Run | None = None) -> bool:

@@ -667,9 +667,12 @@ class Job(BaseModel):
     # first firing not yet claimed, where a resume carries on from; the API shows none.
     paused_at: datetime | None = None
     # Bookkeeping, not shown by the API (see `overlap`): the runs holding one of the job's
-    # `concurrency.max_running` slots, and the run waiting for one (BUFFER_ONE), by time.
+    # `concurrency.max_running` slots, the run waiting for one (BUFFER_ONE), and the missed
+    # firings caught up (misfire CATCH_UP) still waiting their turn for one, oldest first;
+    # runs by time.
     running_count: int = 0
     buffered_run_ms: int | None = None
+    catch_up_queue_ms: list[int] = Field(default_factory=list)
 
     @property
     def catch_up_window(self) -> timedelta:
@@ -677,7 +680,9 @@ class Job(BaseModel):
         return timedelta(seconds=self.catch_up_window_seconds or DEFAULT_CATCH_UP_WINDOW_SECONDS)
 
     def to_api(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json", exclude={"tenant", "running_count", "buffered_run_ms"})
+        body = self.model_dump(
+            mode="json", exclude={"tenant", "running_count", "buffered_run_ms", "catch_up_queue_ms"}
+        )
         paused = self.status is JobStatus.PAUSED
         body["next_fire_at"] = None if paused else iso_or_none(self.next_fire_at)
         body["paused_at"] = iso_or_none(self.paused_at) if paused else None
@@ -714,6 +719,9 @@ class Run(BaseModel):
     lease_until: datetime | None = None
     # Whether the running attempt holds one of its job's running slots (see `overlap`).
     holds_slot: bool = False
+    # A missed firing caught up (misfire CATCH_UP, limited concurrency): it waits for a slot,
+    # never SKIPPED, for its retries too (see `overlap`).
+    caught_up: bool = False
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -725,7 +733,9 @@ class Run(BaseModel):
         return self.next_attempt_at or self.scheduled_for
 
     def to_api(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json", exclude={"first_attempt", "due_at", "lease_until", "holds_slot"})
+        body = self.model_dump(
+            mode="json", exclude={"first_attempt", "due_at", "lease_until", "holds_slot", "caught_up"}
+        )
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
             body[name] = iso_or_none(getattr(self, name))
         return body

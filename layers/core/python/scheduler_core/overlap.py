@@ -10,19 +10,35 @@ again.
 - A retry gave its slot back when its attempt failed; it takes one again at its next start,
   under the same policy as any run.
 - ALLOW counts nothing: its runs neither take nor give back slots.
+- Missed firings caught up (misfire CATCH_UP) are not skipped, whatever the overlap: they
+  queue (`catch_up_queue_ms` on the job, oldest first) and start one after another as slots
+  come free, each woken by the end of the run before it. Every missed firing runs, and never
+  more than `max_running` at once. A caught-up run leaves the queue as it starts; should its
+  attempt fail (or a pause set it aside), its next start without a free slot takes the
+  queue's front again (REJOIN) rather than being skipped (`Run.caught_up` marks it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
-from scheduler_core.model import ConcurrencyPolicy, Overlap
+from scheduler_core.misfire import MisfirePolicy
+from scheduler_core.model import ConcurrencyPolicy, Job, Overlap
 
 
 class Admission(StrEnum):
     START = "START"  # take a slot and run
     BUFFER = "BUFFER"  # wait for a slot, as the job's one buffered run
     SKIP = "SKIP"  # end SKIPPED, target not called
+    WAIT_TURN = "WAIT_TURN"  # a caught-up firing: wait for its turn in the catch-up queue
+    REJOIN = "REJOIN"  # a caught-up firing back for a slot (a retry): take the queue's front
+
+
+def queues_when_caught_up(job: Job) -> bool:
+    """Whether the job's caught-up firings queue for its running slots: under misfire
+    CATCH_UP, when its concurrency is limited (ALLOW runs them all at once)."""
+    return job.misfire is MisfirePolicy.CATCH_UP and job.concurrency.overlap is not Overlap.ALLOW
 
 
 def waits_behind_another(policy: ConcurrencyPolicy, buffered_run_ms: int | None, run_ms: int) -> bool:
@@ -30,17 +46,38 @@ def waits_behind_another(policy: ConcurrencyPolicy, buffered_run_ms: int | None,
     return policy.overlap is Overlap.BUFFER_ONE and buffered_run_ms not in (None, run_ms)
 
 
-def admit(policy: ConcurrencyPolicy, running: int, buffered_run_ms: int | None, run_ms: int) -> Admission:
+def admit(
+    policy: ConcurrencyPolicy,
+    running: int,
+    buffered_run_ms: int | None,
+    run_ms: int,
+    catch_up_queue: Sequence[int] = (),
+    caught_up: bool = False,
+) -> Admission:
     """What the run at `run_ms` does when it is due to start while `running` runs of its job hold
-    a slot and the run at `buffered_run_ms` (if any) waits for one.
+    a slot, the run at `buffered_run_ms` (if any) waits for one, and the caught-up firings of
+    `catch_up_queue` wait their turn. `caught_up`: the run is a caught-up firing.
 
     - ALLOW: START, always.
+    - A run of the catch-up queue: START if it is the queue's first, no run is buffered for a
+      slot (BUFFER_ONE) and a slot is free; else WAIT_TURN.
+    - A caught-up firing no longer in the queue (it started once: a retry, a run set aside by
+      a pause): START if a slot is free and no run is buffered for one, else REJOIN.
+      Caught-up firings are never SKIPPED.
     - SKIP: START while fewer than `max_running` run, else SKIP.
     - BUFFER_ONE: the waiting run goes first: any other run is SKIPPED while one waits (even
       with a slot free: the waiting one is about to take it). Otherwise START while fewer than
       `max_running` run, else BUFFER (this run becomes, or stays, the one that waits)."""
     if policy.overlap is Overlap.ALLOW or policy.max_running is None:
         return Admission.START
+    buffered = waits_behind_another(policy, buffered_run_ms, run_ms)
+    if run_ms in catch_up_queue:
+        first = catch_up_queue[0] == run_ms
+        if first and not buffered and running < policy.max_running:
+            return Admission.START
+        return Admission.WAIT_TURN
+    if caught_up:
+        return Admission.START if not buffered and running < policy.max_running else Admission.REJOIN
     if waits_behind_another(policy, buffered_run_ms, run_ms):
         return Admission.SKIP
     if running < policy.max_running:

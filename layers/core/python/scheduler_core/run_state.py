@@ -10,9 +10,10 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
         {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}
     ),
     # RUNNING → CANCELLED: a worker took the run early and its job was cancelled before the
-    # run's time, so the target was never called.
+    # run's time, so the target was never called. RUNNING → PENDING (or RETRYING, for a
+    # retry): set aside, the same attempt, when its job was paused before the call.
     RunStatus.RUNNING: frozenset(
-        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING, RunStatus.CANCELLED}
+        {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING, RunStatus.CANCELLED, RunStatus.PENDING}
     ),
     # RETRYING → SKIPPED: a retry obeys its job's overlap policy at its start like any run.
     RunStatus.RETRYING: frozenset(
@@ -21,20 +22,15 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.FAILED: frozenset({RunStatus.RETRYING}),  # a manual re-drive
     RunStatus.SUCCEEDED: frozenset(),  # a succeeded run never runs again
     RunStatus.SKIPPED: frozenset(),
-    # CANCELLED → PENDING: only a run its job's pause cancelled before it called the target,
-    # brought back by a resume that catches up missed firings (misfire CATCH_UP).
-    RunStatus.CANCELLED: frozenset({RunStatus.PENDING}),
+    RunStatus.CANCELLED: frozenset(),  # final: a pause sets runs aside, it never cancels them
 }
 
 # Waiting for a worker: claimed (PENDING) or between attempts (RETRYING).
 WAITING = frozenset({RunStatus.PENDING, RunStatus.RETRYING})
 
-# Ended: no worker acts on them again on its own (a FAILED run may be re-driven by hand, a
-# CANCELLED one brought back by a CATCH_UP resume).
+# Ended: no worker acts on them again on its own (a FAILED run may be re-driven by hand).
 TERMINAL = frozenset(
-    status
-    for status, nexts in _TRANSITIONS.items()
-    if not nexts or status in (RunStatus.FAILED, RunStatus.CANCELLED)
+    status for status, nexts in _TRANSITIONS.items() if not nexts or status is RunStatus.FAILED
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,9 @@ FILTERED_READ_BUDGET = 1_000
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})
 _OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
+# The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
+_CATCH_UP_QUEUE = "catch_up_ms"
+_JOIN_CATCH_UP_QUEUE = f"{_CATCH_UP_QUEUE} = list_append(if_not_exists({_CATCH_UP_QUEUE}, :no_runs), :queued)"
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -197,6 +200,7 @@ class DynamoJobStore:
                 "paused_at": from_ms(int(paused)) if paused is not None else None,
                 "running_count": int(raw.get("running_count", 0)),
                 "buffered_run_ms": int(raw["buffered_run_ms"]) if "buffered_run_ms" in raw else None,
+                "catch_up_queue_ms": [int(ms) for ms in raw.get(_CATCH_UP_QUEUE, [])],
             }
         )
 
@@ -345,16 +349,22 @@ class DynamoJobStore:
                 )
         return due
 
-    def claim_if_unchanged(self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime) -> bool:
+    def claim_if_unchanged(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> bool:
         """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job from
         the firing we read (`job.next_fire_at`) to `next_fire_at` (or out of the due index) if
-        nobody changed it since we read it, and create the run if it does not exist yet.
-        False: another poller or an API call won."""
+        nobody changed it since we read it, and create the run if it does not exist yet. With
+        `catch_up`, the run joins the end of the job's catch-up queue (a missed firing caught
+        up: it waits its turn for a running slot). False: another poller or an API call won."""
         assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
         update = "SET version = version + :one, updated_at_ms = :now"
         values = _values(
             one=1, now=to_ms(now), seen=job.version, seen_fire=to_ms(job.next_fire_at), scheduled="SCHEDULED"
         )
+        if catch_up:
+            update += f", {_JOIN_CATCH_UP_QUEUE}"
+            values |= _values(no_runs=[], queued=[run.scheduled_for_ms])
         if next_fire_at is None:
             update += " REMOVE due_pk, due_sk, next_fire_at_ms"
         else:
@@ -435,6 +445,7 @@ class DynamoJobStore:
                 "attempt": run.attempt,
                 "first_attempt": run.first_attempt,
                 "next_attempt_at_ms": to_ms(run.next_attempt_at) if run.next_attempt_at else None,
+                "caught_up": True if run.caught_up else None,
                 "created_at_ms": to_ms(now),
                 "expires_at": self._expiry(run.scheduled_for),
                 **(self._due_attributes(run.job_id, run.due_at) if run.due_at else {}),
@@ -475,6 +486,7 @@ class DynamoJobStore:
             error=raw.get("error"),
             response_code=int(raw["response_code"]) if "response_code" in raw else None,
             holds_slot=bool(raw.get("slot", False)),
+            caught_up=bool(raw.get("caught_up", False)),
         )
 
     def _run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:
@@ -558,17 +570,28 @@ class DynamoJobStore:
             put=True,
         )
 
-    def update_job_if_unchanged(self, before: Job, after: Job, now: datetime, run: Run | None = None) -> bool:
+    def update_job_if_unchanged(
+        self,
+        before: Job,
+        after: Job,
+        now: datetime,
+        run: Run | None = None,
+        catch_up: Sequence[int] = (),
+    ) -> bool:
         """Write `after` over the job read as `before` (its spec, status, next firing, due
         index entry), if nobody changed it since: same version and status. With `run`, create
-        that run in the same transaction (it must not exist yet). False if either condition
-        failed. The item's other attributes are left as they are."""
+        that run in the same transaction (it must not exist yet); `catch_up`: runs (by time)
+        that join the end of the job's catch-up queue. False if either condition failed. The
+        item's other attributes are left as they are."""
         item = self._job_item(after)
         sets = {name: value for name, value in item.items() if name not in _IMMUTABLE_JOB_ATTRIBUTES}
         removes = [name for name in _OPTIONAL_JOB_ATTRIBUTES if name not in item]
         names = {f"#a{i}": name for i, name in enumerate(sets)}
         values = {f":a{i}": value for i, value in enumerate(sets.values())}
         update = "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets)))
+        if catch_up:
+            update += f", {_JOIN_CATCH_UP_QUEUE}"
+            values |= _values(no_runs=[], queued=list(catch_up))
         if removes:
             names |= {f"#r{i}": name for i, name in enumerate(removes)}
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
@@ -858,6 +881,10 @@ class DynamoJobStore:
             removes.append("buffered_run_ms")
         elif job.concurrency.overlap is Overlap.BUFFER_ONE:
             conditions.append("attribute_not_exists(buffered_run_ms)")
+        if job.catch_up_queue_ms[:1] == [me]:  # its turn: it leaves the queue as it starts
+            conditions.append(f"{_CATCH_UP_QUEUE}[0] = :me")
+            slot_values["me"] = me
+            removes.append(f"{_CATCH_UP_QUEUE}[0]")
         sets = ["running_count = if_not_exists(running_count, :zero) + :one"]
         if not self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values)):
             return None
@@ -940,6 +967,19 @@ class DynamoJobStore:
         if not sets and not removes:
             sets.append(unchanged)
         return self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values))
+
+    def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool:
+        """Take `run_ms` off the front of the job's catch-up queue (it ended without starting:
+        cancelled, failed), if it still is there."""
+        return self._write_if(
+            {
+                "TableName": self._table,
+                "Key": self._job_key(job_id),
+                "UpdateExpression": f"REMOVE {_CATCH_UP_QUEUE}[0]",
+                "ConditionExpression": f"{_CATCH_UP_QUEUE}[0] = :seen",
+                "ExpressionAttributeValues": _values(seen=run_ms),
+            }
+        )
 
     def clear_buffered_run(self, job_id: str, run_ms: int) -> bool:
         """Forget the job's buffered run `run_ms` (it ended without starting: cancelled,
@@ -1120,21 +1160,26 @@ class DynamoJobStore:
             }
         )
 
-    def resend_if_unchanged(self, run: Run, due_at: datetime) -> bool:
+    def resend_if_unchanged(self, run: Run, due_at: datetime, caught_up: bool = False) -> bool:
         """Reserve the (re-)send of a waiting run's message, as read from the due index: move
-        its timer to `due_at` if nobody moved the run since. Two pollers never both send."""
+        its timer to `due_at` if nobody moved the run since. Two pollers never both send.
+        `caught_up`: the run is a missed firing caught up (see `Run.caught_up`) from now on."""
         assert run.due_at is not None, "only a run in the due index is re-sent"
+        return self._update_run(*self._waiting_timer_update(run, due_at, run.due_at, caught_up)) is not None
+
+    def _waiting_timer_update(
+        self, run: RunRef, due_at: datetime, seen_due: datetime | None = None, caught_up: bool = False
+    ) -> tuple[str, int, dict[str, Any], str, dict[str, Any]]:
+        """The `_run_update` arguments that move the timer of a run waiting at this attempt
+        (and, with `seen_due`, still at that timer) to `due_at`."""
         condition, values = _status_one_of_values(run_state.WAITING)
-        return (
-            self._update_run(
-                run.job_id,
-                run.scheduled_for_ms,
-                self._due_attributes(run.job_id, due_at),
-                f"{condition} AND attempt = :attempt AND due_sk = :seen_due",
-                values | {"attempt": run.attempt, "seen_due": to_ms(run.due_at)},
-            )
-            is not None
-        )
+        condition += " AND attempt = :attempt"
+        values |= {"attempt": run.attempt}
+        if seen_due is not None:
+            condition += " AND due_sk = :seen_due"
+            values |= {"seen_due": to_ms(seen_due)}
+        sets = self._due_attributes(run.job_id, due_at) | ({"caught_up": True} if caught_up else {})
+        return run.job_id, run.scheduled_for_ms, sets, condition, values
 
     def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool:
         """A waiting run that may not be sent again (its job is gone) ends as FAILED."""
@@ -1176,22 +1221,78 @@ class DynamoJobStore:
             remove=("finished_at_ms",),
         )
 
-    def revive_run_if_cancelled(self, run: Run, now: datetime, due_at: datetime) -> Run | None:
-        """CANCELLED → PENDING, same attempt: a firing whose run its job's pause cancelled (the
-        target was never called) runs after all, caught up by a resume (misfire CATCH_UP).
-        None if the run is not CANCELLED at the attempt we read."""
-        return self._update_run(
+    def wait_turn_if_waiting(self, run: RunRef, due_at: datetime) -> bool:
+        """A waiting run of the catch-up queue stays waiting for its turn, same attempt, its
+        message acknowledged (the end of the run before it sends it). Its timer moves to
+        `due_at`, when the poller looks at it again should no wake-up come. False if the run
+        is no longer waiting at this attempt."""
+        return self._update_run(*self._waiting_timer_update(run, due_at)) is not None
+
+    def set_aside_while_paused(self, run: RunRef, due_at: datetime) -> bool | None:
+        """A waiting run whose job is paused stays waiting, same attempt, its message
+        acknowledged: the resume decides whether it runs (the job's misfire policy). Its timer
+        moves to `due_at`, when the poller looks at it again should no resume have. Written
+        only while the job is still PAUSED, in one transaction with that condition, so a
+        resume that has already decided never finds its decision undone. False if the run is
+        no longer waiting at this attempt; None if the job is no longer paused (nothing
+        written)."""
+        request = self._run_update(*self._waiting_timer_update(run, due_at))
+        return self._write_while_paused(request, run.job_id)
+
+    def set_aside_if_held(self, run: Run, owner: str, due_at: datetime) -> bool | None:
+        """RUNNING → waiting again (PENDING, or RETRYING for a retry), same attempt, for the
+        attempt `owner` holds: it found its job paused before it called the target (it had
+        started early, waiting for the run's time). Its running slot, if any, is given back
+        in the same transaction; its timer moves to `due_at`. Only while the job is still
+        PAUSED (see `set_aside_while_paused`): False if the lease was lost, None if the job is
+        no longer paused (nothing written: the run goes on)."""
+        status = RunStatus.RETRYING if run.attempt > run.first_attempt else RunStatus.PENDING
+        request = self._run_update(
             run.job_id,
             run.scheduled_for_ms,
-            {
-                "status": str(RunStatus.PENDING),
-                "expires_at": self._expiry(now),
-                **self._due_attributes(run.job_id, due_at),
-            },
-            "#status = :cancelled AND attempt = :attempt",
-            {"cancelled": "CANCELLED", "attempt": run.attempt},
-            remove=("finished_at_ms", "started_at_ms", "error", "response_code", "lateness_ms"),
+            {"status": str(status), **self._due_attributes(run.job_id, due_at)},
+            _HELD_BY_OWNER + (f" AND {_HOLDS_SLOT}" if _holds_slot(run) else ""),
+            {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            remove=("lease_until_ms", "lease_owner", "slot", "started_at_ms"),
         )
+        return self._write_while_paused(request, run.job_id, release=_holds_slot(run))
+
+    def _write_while_paused(
+        self, run_request: dict[str, Any], job_id: str, release: bool = False
+    ) -> bool | None:
+        """Write a run's update in one transaction with the condition that its job is PAUSED
+        (with `release`, giving a running slot back). True when written; False if the run's
+        condition failed; None if only the job's did (it is no longer paused)."""
+        sets, conditions = ["#status = #status"], ["#status = :paused"]
+        values: dict[str, Any] = {"paused": "PAUSED"}
+        if release:
+            sets = ["running_count = running_count - :one"]
+            conditions.append("running_count >= :one")
+            values["one"] = 1
+        job_write = self._job_write(job_id, sets, [], conditions, values)
+        reasons = self._transact([{"Update": run_request}, job_write])
+        if not reasons:
+            return True
+        return False if reasons[0] == "ConditionalCheckFailed" else None
+
+    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+        """A caught-up run that left the catch-up queue at an earlier start (it is retrying, or
+        was set aside by a pause) and finds no running slot free takes the queue's front again,
+        so the next slot given back is its turn. Only while the job's slots are as `job` was
+        read (every one taken, or a run buffered for one): the release it then waits for
+        wakes it. Its timer moves to `due_at`. False for a duplicate or stale message;
+        SlotsChanged when the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        request = self._run_update(*self._waiting_timer_update(run, due_at))
+        values: dict[str, Any] = {"queued": [me], "no_runs": []}
+        if job.running_count >= self._max_running(job):
+            conditions = ["running_count >= :max"]
+            values["max"] = self._max_running(job)
+        else:  # a run buffered for a slot (BUFFER_ONE) goes first
+            conditions = ["buffered_run_ms = :other"]
+            values["other"] = job.buffered_run_ms
+        sets = [f"{_CATCH_UP_QUEUE} = list_append(:queued, if_not_exists({_CATCH_UP_QUEUE}, :no_runs))"]
+        return self._admit(request, self._job_write(run.job_id, sets, [], conditions, values))
 
     def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool:
         """PENDING/RETRYING → CANCELLED (its job was cancelled before any worker took the run)."""
