@@ -577,30 +577,12 @@ def test_a_retry_whose_send_sqs_refused_is_sent_by_the_watchdog(
 # --- 8-11. what the target answers ---------------------------------------------------------------
 
 
-def deliver_batches(cloud: SchedulerHarness) -> int:
-    """One worker invocation per queue with what is visible now (not a drain: a retry
-    enqueued meanwhile waits for the next call). How many records it was handed."""
-    sqs, handed = cloud.clients.sqs(), 0
-    for priority in Priority:
-        url = cloud.queue_url(priority)
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
-            "Messages", []
-        )
-        if messages:
-            handed += len(messages)
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-                "QueueArn"
-            ]
-            cloud.invoke_worker(messages, url, arn)
-    return handed
-
-
 def deliver_attempts(cloud: SchedulerHarness, clock: FrozenClock, job_id: str) -> list[dict[str, Any]]:
     """Deliver the job's one run attempt after attempt, each at its retry time, polling in
     between (nothing is re-sent early); the run as it was after each attempt."""
     seen = []
     while True:
-        assert deliver_batches(cloud) == 1
+        assert cloud.deliver_batches() == 1
         run = only_run(cloud, job_id)
         seen.append(run)
         if run["status"] != "RETRYING":
@@ -746,7 +728,7 @@ def test_a_job_cancelled_while_its_runs_wait_in_the_queue_cancels_them_uncalled(
     fire_at = clock.now() + timedelta(seconds=5)
     retried = cloud.create(hook(receiver, at(fire_at)))
     clock.move_to(fire_at)
-    assert deliver_batches(cloud) == 1
+    assert cloud.deliver_batches() == 1
     [waiting] = runs_of(cloud, retried["job_id"])
     assert waiting["status"] == "RETRYING"
     cron = cloud.create(hook(receiver, {"cron": "* * * * *"}))

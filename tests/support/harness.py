@@ -179,22 +179,29 @@ class SchedulerHarness:
     def deliver(self, priorities: tuple[Priority, ...] = tuple(Priority)) -> int:
         """One event source mapping pass over each queue until nothing is visible.
         Returns how many records the worker was handed."""
+        return sum(self._deliver_from(priority, drain=True) for priority in priorities)
+
+    def deliver_batches(self) -> int:
+        """One worker invocation per queue with what is visible now (not a drain: a message
+        sent meanwhile, such as a retry due within a second or two, which the queue shows at
+        once, waits for the next call). How many records the worker was handed."""
+        return sum(self._deliver_from(priority, drain=False) for priority in Priority)
+
+    def _deliver_from(self, priority: Priority, drain: bool) -> int:
         handed = 0
         sqs = self.clients.sqs()
-        for priority in priorities:
-            url = self.queue_url(priority)
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-                "QueueArn"
-            ]
-            while True:
-                messages = sqs.receive_message(
-                    QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
-                ).get("Messages", [])
-                if not messages:
-                    break
-                handed += len(messages)
-                self.invoke_worker(messages, url, arn)
-        return handed
+        url = self.queue_url(priority)
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        while True:
+            messages = sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not messages:
+                return handed
+            handed += len(messages)
+            self.invoke_worker(messages, url, arn)
+            if not drain:
+                return handed
 
     def invoke_worker(self, messages: list[Any], url: str, arn: str) -> dict[str, Any]:
         result: dict[str, Any] = worker_handler(
