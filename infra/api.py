@@ -57,7 +57,13 @@ class Api(Construct):
         # Runs are listed from the table; jobs from the tenant index. Retrying a failed run
         # is one conditional update and a send to its priority queue (never the DLQ).
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+            actions=[
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Query",
+            ],
             resources=[store.jobs_table.table_arn],
         )
         self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(TENANT_INDEX)])

@@ -41,17 +41,20 @@ class JobStore(Construct):
         )
         # Sparse: an item is in it only while a timer of it is pending (next firing,
         # lease expiry, long retry). `due_pk` = minute bucket#shard, `due_sk` = fire time ms.
+        # Both indexes hold keys only: an index entry is written when its keys change, not
+        # with every change of its item (a claim, a start, a finish), which would cost a
+        # write unit each; readers fetch the items themselves with BatchGetItem.
         self.jobs_table.add_global_secondary_index(
             index_name=DUE_INDEX,
             partition_key=_key("due_pk", string),
             sort_key=_key("due_sk", number),
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         self.jobs_table.add_global_secondary_index(
             index_name=TENANT_INDEX,
             partition_key=_key("tenant", string),
             sort_key=_key("created_key", string),
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
 
         # Powertools idempotency layout: key `id`, TTL `expiration`.

@@ -46,7 +46,7 @@ class Poller(Construct):
         # IAM authorizes as its item actions; watermarks are read and updated on the table.
         # The watchdog reads a run's job and moves the run with conditional updates.
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[store.jobs_table.table_arn],
         )
         self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(DUE_INDEX)])

@@ -117,6 +117,7 @@ def test_api_writes_jobs_and_runs_and_lists_through_the_tenant_index_only(synthe
     table, by_tenant = _arn(jobs), _arn(jobs, "/index/by_tenant")
     assert _actions(_grants(synthesis, "api"), "dynamodb") == {
         "dynamodb:GetItem": {table},
+        "dynamodb:BatchGetItem": {table},
         "dynamodb:PutItem": {table},
         "dynamodb:UpdateItem": {table},
         "dynamodb:Query": {table, by_tenant},
@@ -128,6 +129,7 @@ def test_poller_claims_on_the_table_and_reads_only_the_due_index(synthesis: Synt
     table, due = _arn(jobs), _arn(jobs, "/index/due")
     assert _actions(_grants(synthesis, "poller"), "dynamodb") == {
         "dynamodb:GetItem": {table},
+        "dynamodb:BatchGetItem": {table},
         "dynamodb:PutItem": {table},
         "dynamodb:UpdateItem": {table},
         "dynamodb:Query": {due},
@@ -329,6 +331,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
 
     assert dict(_grants(narrowed, "api")) == own("api") | {
         "dynamodb:GetItem": {jobs},
+        "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
         "dynamodb:Query": {jobs, by_tenant},
@@ -336,6 +339,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
     }
     assert dict(_grants(narrowed, "poller")) == own("poller") | {
         "dynamodb:GetItem": {jobs},
+        "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
         "dynamodb:Query": {due},

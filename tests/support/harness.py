@@ -45,7 +45,7 @@ JOBS_TABLE_DEFINITION: dict[str, Any] = {
                 {"AttributeName": "due_pk", "KeyType": "HASH"},
                 {"AttributeName": "due_sk", "KeyType": "RANGE"},
             ],
-            "Projection": {"ProjectionType": "ALL"},
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
         },
         {
             "IndexName": "by_tenant",
@@ -53,7 +53,7 @@ JOBS_TABLE_DEFINITION: dict[str, Any] = {
                 {"AttributeName": "tenant", "KeyType": "HASH"},
                 {"AttributeName": "created_key", "KeyType": "RANGE"},
             ],
-            "Projection": {"ProjectionType": "ALL"},
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
         },
     ],
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,8 @@ _MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 # The most items one page of a filtered listing reads (DynamoDB filters after reading).
 FILTERED_READ_BUDGET = 1_000
+# BatchGetItem's ceiling on keys per request.
+_BATCH_GET = 100
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})
 _OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
@@ -230,68 +232,106 @@ class DynamoJobStore:
         name_prefix: str | None = None,
     ) -> Page:
         """Newest first, optionally only those in `status` and/or whose name starts with
-        `name_prefix` (filters: see `_page` for what they cost)."""
+        `name_prefix`. The tenant index holds keys only (so a job's changes never rewrite its
+        entry): each page reads index keys, then the jobs themselves with BatchGetItem, and
+        filters those. A filtered page reads at most `FILTERED_READ_BUDGET` index entries: it
+        may hold fewer than `limit` jobs, even none, and still a `next_cursor`."""
         query: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": TENANT_INDEX,
             "KeyConditionExpression": "tenant = :tenant",
             "ExpressionAttributeValues": _values(tenant=tenant),
             "ScanIndexForward": False,
-            "Limit": limit,
         }
-        filters: list[str] = []
-        if status is not None:
-            filters.append("#status = :status")
-            query["ExpressionAttributeNames"] = {"#status": "status"}
-            query["ExpressionAttributeValues"] |= _values(status=str(status))
-        if name_prefix is not None:
-            filters.append("begins_with(#name, :name_prefix)")  # `name` is a reserved word
-            query["ExpressionAttributeNames"] = query.get("ExpressionAttributeNames", {}) | {"#name": "name"}
-            query["ExpressionAttributeValues"] |= _values(name_prefix=name_prefix)
-        if filters:
-            query["FilterExpression"] = " AND ".join(filters)
+
+        def wanted(item: dict[str, Any]) -> bool:
+            # The index holds keys only: status and name are the item's, read after the index.
+            return (status is None or item["status"]["S"] == str(status)) and (
+                name_prefix is None or item["name"]["S"].startswith(name_prefix)
+            )
+
         start = decode_cursor(cursor, ("pk", "sk", *self._index_keys(TENANT_INDEX))) if cursor else None
         if start is not None and start.get("tenant") != tenant:
             raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
-        items, resume_key = self._page(query, start, limit)
+        filtered = status is not None or name_prefix is not None
+        items, resume_key = self._page(query, start, limit, keep=wanted if filtered else None)
         return Page(
             [self._job_from_item(item) for item in items], encode_cursor(resume_key) if resume_key else None
         )
 
+    def _items_of(self, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
+        """The items of index entries, in their order; None where the item is gone."""
+        found = self._get_items([{"pk": entry["pk"], "sk": entry["sk"]} for entry in entries])
+        return [found.get((entry["pk"]["S"], entry["sk"]["S"])) for entry in entries]
+
+    def _get_items(self, keys: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The items of `keys` (strongly consistent, BatchGetItem 100 keys at a time), by
+        (pk, sk); a key with no item is left out. Keys DynamoDB leaves unprocessed (throttling)
+        are asked again, a few times with a pause; then StoreContention."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for first in range(0, len(keys), _BATCH_GET):
+            pending: list[Mapping[str, Any]] = list(keys[first : first + _BATCH_GET])
+            for pause in (*_CONTENTION_PAUSES, None):
+                try:
+                    reply = self._ddb.batch_get_item(
+                        RequestItems={self._table: {"Keys": pending, "ConsistentRead": True}}
+                    )
+                except ClientError as error:
+                    if _is_contention(error):
+                        raise StoreContention(str(error)) from error
+                    raise
+                for item in reply.get("Responses", {}).get(self._table, []):
+                    found[(item["pk"]["S"], item["sk"]["S"])] = item
+                unprocessed: Mapping[str, Any] = reply.get("UnprocessedKeys", {}).get(self._table, {})
+                pending = list(unprocessed.get("Keys", []))
+                if not pending:
+                    break
+                if pause is None:
+                    raise StoreContention(f"{len(pending)} keys left unprocessed by BatchGetItem")
+                time.sleep(pause)
+        return found
+
     def _page(
-        self, query: dict[str, Any], start: dict[str, Any] | None, limit: int
+        self,
+        query: dict[str, Any],
+        start: dict[str, Any] | None,
+        limit: int,
+        keep: Callable[[dict[str, Any]], bool] | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """One page of a listing: up to `limit` items and the key to resume after (None at
-        the end). DynamoDB filters after it reads, so a filtered listing reads at most
-        `FILTERED_READ_BUDGET` items per page: a page may then hold fewer than `limit` items,
-        even none, and still a `next_cursor`, which the caller follows to read on."""
-        if "FilterExpression" not in query:
-            items: list[dict[str, Any]] = []
-            for item, resume_key in self._query_items(query, start):
-                items.append(item)
-                if len(items) == limit:
-                    return items, resume_key
-            return items, None
+        the end). A query of a keys-only index reads the items from the table (BatchGetItem);
+        with `keep`, only the items it keeps count. A filtered listing (`FilterExpression` or `keep`)
+        reads at most `FILTERED_READ_BUDGET` entries per page: a page may then hold fewer than
+        `limit` items, even none, and still a `next_cursor`, which the caller follows."""
         key_names = ("pk", "sk", *self._index_keys(query.get("IndexName")))
         exclusive = _to_item(start) if start else None
-        budget = FILTERED_READ_BUDGET
+        keys_only = query.get("IndexName") in (TENANT_INDEX, DUE_INDEX)
+        budget = FILTERED_READ_BUDGET if (keep is not None or "FilterExpression" in query) else None
         matched: list[dict[str, Any]] = []
         while True:
-            request = query | {"Limit": budget} | ({"ExclusiveStartKey": exclusive} if exclusive else {})
+            request: dict[str, Any] = dict(query) | {
+                "Limit": budget if budget is not None else limit - len(matched)
+            }
+            if exclusive:
+                request["ExclusiveStartKey"] = exclusive
             page = self._ddb.query(**request)
-            items = page.get("Items", [])
-            budget -= int(page.get("ScannedCount", len(items)))
+            entries = page.get("Items", [])
+            if budget is not None:
+                budget -= int(page.get("ScannedCount", len(entries)))
+            items = self._items_of(entries) if keys_only else list(entries)
             more = "LastEvaluatedKey" in page
-            for position, item in enumerate(items):
+            for position, (entry, item) in enumerate(zip(entries, items, strict=True)):
+                if item is None or (keep is not None and not keep(item)):
+                    continue
                 matched.append(item)
                 if len(matched) == limit:
-                    if position == len(items) - 1 and not more:
+                    if position == len(entries) - 1 and not more:
                         return matched, None
-                    return matched, {name: _deserializer.deserialize(item[name]) for name in key_names}
+                    return matched, {name: _deserializer.deserialize(entry[name]) for name in key_names}
             if not more:
                 return matched, None
             exclusive = page["LastEvaluatedKey"]
-            if budget <= 0:
+            if budget is not None and budget <= 0:
                 return matched, {k: _deserializer.deserialize(v) for k, v in exclusive.items()}
 
     def _query_items(
@@ -319,20 +359,30 @@ class DynamoJobStore:
         return {DUE_INDEX: ("due_pk", "due_sk"), TENANT_INDEX: ("tenant", "created_key")}.get(index or "", ())
 
     def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems:
-        """Jobs and runs of one shard's minute bucket due at or before `until_ms` (GSI:
-        eventually consistent, so every write that follows re-checks the base item)."""
+        """Jobs and runs of one shard's minute bucket due at or before `until_ms`. The index
+        holds keys only: the items are then read (strongly consistent, in batches), and one
+        that moved on since the index saw it (claimed, finished, its timer moved) is left out.
+        Every write that follows still re-checks the item it read."""
+        bucket = keys.due_pk(bucket_ms, shard)
         query: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": DUE_INDEX,
             "KeyConditionExpression": "due_pk = :bucket AND due_sk <= :until",
-            "ExpressionAttributeValues": _values(bucket=keys.due_pk(bucket_ms, shard), until=until_ms),
+            "ExpressionAttributeValues": _values(bucket=bucket, until=until_ms),
         }
         try:
-            items = [item for item, _ in self._query_items(query, None)]
+            found = self._items_of([entry for entry, _ in self._query_items(query, None)])
         except ClientError as error:
             if _is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
+        items = [
+            item
+            for item in found
+            if item is not None
+            and item.get("due_pk", {}).get("S") == bucket
+            and int(item["due_sk"]["N"]) <= until_ms
+        ]
         due = DueItems([], [])
         for item in items:
             try:
@@ -487,6 +537,8 @@ class DynamoJobStore:
             response_code=int(raw["response_code"]) if "response_code" in raw else None,
             holds_slot=bool(raw.get("slot", False)),
             caught_up=bool(raw.get("caught_up", False)),
+            delivered_at=time_of("delivered_at_ms"),
+            delivered_code=int(raw["delivered_code"]) if "delivered_code" in raw else None,
         )
 
     def _run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:
@@ -1038,6 +1090,19 @@ class DynamoJobStore:
             remove=_LEASE_AND_TIMER,
         )
         return self._end_run(request, run.job_id, now, complete=complete_job, release=_holds_slot(run))
+
+    def record_late_success_if_may_run_again(
+        self, run: RunRef, response_code: int | None, now: datetime
+    ) -> bool:
+        """Remember that an attempt whose lease was lost called the target successfully, on
+        a run that may still run again (waiting, running another attempt, or FAILED and
+        re-drivable): its next attempt then finishes with this answer instead of a call.
+        False when the run ended for good meanwhile (SUCCEEDED, CANCELLED, SKIPPED)."""
+        condition, values = _status_one_of_values(
+            [RunStatus.PENDING, RunStatus.RETRYING, RunStatus.RUNNING, RunStatus.FAILED]
+        )
+        sets = {"delivered_at_ms": to_ms(now), "delivered_code": response_code}
+        return self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values) is not None
 
     def retry_run_if_held(
         self,
