@@ -63,6 +63,10 @@ def test_an_invocation_returns_the_handlers_result_with_its_environment(host: Fu
     assert result["event"] == {"n": 1}
     assert result["env"] == "hello"
     assert 0 < result["remaining"] <= 5000
+    # Logs come on stderr, read by their own thread: the line may land just after the reply.
+    deadline = time.monotonic() + 10
+    while not any("log line from probe" in line for line in logs) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert any("log line from probe" in line for line in logs)
 
 
