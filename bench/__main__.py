@@ -1,6 +1,6 @@
 """`python -m bench` (`make bench`): fire lateness on the local cloud, dispatch overhead
-against a plain boto3 floor, AWS requests per run, and start latency per priority when the
-worker's capacity is short. Prints a table per part and writes every figure as JSON. A part
+against a plain boto3 floor, AWS requests per run and what they cost, and start latency per
+priority when the worker's capacity is short. Prints a table per part and writes every figure as JSON. A part
 that fails is reported and the others still run."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bench.api_calls import measure_requests, print_requests, requests_headline
+from bench.cost import cost_headline, cost_model, print_cost
 from bench.dispatch import dispatch_headline, measure_dispatch, print_dispatch
 from bench.lateness import lateness_headline, measure_lateness, print_lateness
 from bench.priorities import measure_priorities, print_priorities, priorities_headline
@@ -28,6 +29,7 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "lateness": lateness_headline,
     "dispatch": dispatch_headline,
     "requests": requests_headline,
+    "cost": cost_headline,
     "priorities": priorities_headline,
 }
 
@@ -154,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
             traceback.print_exc()
             for part in on_moto:
                 results.setdefault(part, {"error": f"{type(error).__name__}: {error}"})
+    if "requests" in results and "error" not in results["requests"]:
+        results["cost"] = run_part("cost per run", lambda: cost_model(results["requests"]), print_cost)
     if "lateness" in parts:
         log = args.out.parent / "local-cloud.log"
         print(

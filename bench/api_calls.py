@@ -8,20 +8,37 @@ polled without waiting minutes; it always stands where the queue delays come out
 since moto's SQS delays run on the wall clock. The event source mapping's calls (receive,
 delete) are counted apart from the functions'. Each batch is one worker invocation, with a
 Lambda context as the worker's (what idempotency reads of it: the time left).
+
+For the cost model (`bench.cost`) it also measures, per run, the DynamoDB read units, the
+SQS requests as billed, the invocations of each function, how long they ran (wall time on
+moto, less the meter's own reads), and the bytes the functions log: the services' lines at
+the functions' log level, each with the keys Powertools' `inject_lambda_context` adds in
+Lambda, and the metrics each worker or poller invocation flushes to its log. Polls run
+through the poller's own handler; creates and batches through the services the api and
+worker handlers call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
-from collections import Counter
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.metering import Call, CallLog, WriteMeter
+from aws_lambda_powertools.logging.lambda_context import LambdaContextModel, build_lambda_context_model
+
+from bench.metering import Call, CallLog, LogMeter, WriteMeter
 from bench.receiver import Arrival, Receiver
 from bench.report import table
-from bench.stack import BenchStack, moto_session
+from bench.stack import BenchStack, DeployedFunction, environment, moto_session
+from functions.poller.handler import handler as poller_handler
+from infra.local.cloud import STACK_NAME
+from infra.local.deployment import REGION
 from scheduler_core.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.clock import ManualClock, from_ms, to_ms
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
@@ -34,6 +51,11 @@ ESM = "event source mapping"
 RECEIVE_TIMEOUT_SECONDS = 30
 FAR_SECONDS = 300  # beyond the lookahead: claimed by a poll, not at creation
 STEADY_POLLS = 3  # polls a minute apart before the poll cycle is counted as steady state
+ACCOUNT = "123456789012"
+# What Lambda puts in a traced function's environment; Powertools logs its Root on every line.
+XRAY_TRACE_HEADER = "Root=1-6745f0a2-3b8c1d2e4f5a6b7c8d9e0f1a;Parent=1a2b3c4d5e6f7a8b;Sampled=1"
+# The phase of a label (`near:create`) → the function that does that work in the stack.
+FUNCTION_OF_PHASE = {"create": "api", "poll": "poller", "poll-cycle": "poller", "work": "worker"}
 
 
 @dataclass(frozen=True)
@@ -44,15 +66,26 @@ class ClaimRoute:
 
 NEAR = ClaimRoute("near", "due within the lookahead: claimed and enqueued at creation")
 FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll")
+# One run first, counted apart: this process's first create and batch load botocore models
+# and build clients, which a warm Lambda has done already (and would bill as a cold start).
+WARM_UP = ClaimRoute("warm", "one near run before the measured ones, not counted")
 
 
-class WorkerContext:
-    """The Lambda context of one worker invocation, as the local cloud's runtime gives it
+class BenchLambdaContext:
+    """The Lambda context of one invocation, as the local cloud's runtime gives it
     (`infra.local.runtime.LocalContext`): what Powertools idempotency reads of it, the time
-    left, from a deadline the function's timeout away."""
+    left, from a deadline the function's timeout away; and what Powertools' logger adds to
+    every line in Lambda."""
 
-    def __init__(self, timeout_seconds: int) -> None:
+    def __init__(self, function: DeployedFunction, timeout_seconds: int) -> None:
         self._deadline = time.time() + timeout_seconds
+        self.function_name = f"{STACK_NAME}-{function.name}"
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+        self.memory_limit_in_mb = function.memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = f"2026/11/21/[$LATEST]{uuid.uuid4().hex}"
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.time()) * 1000))
@@ -64,6 +97,10 @@ class RequestCounter:
     def __init__(self, stack: BenchStack, receiver_url: str) -> None:
         self.settings = stack.settings
         self.log = CallLog(WriteMeter(stack.client("dynamodb")))
+        self.log_meter = LogMeter(self.log)
+        self.functions = stack.functions
+        self.invocations: Counter[str] = Counter()  # per label
+        self.busy_seconds: defaultdict[str, float] = defaultdict(float)  # per label, less the meter's reads
         clients = AwsClients(self.log.session(FUNCTIONS, moto_session()))
         self.clock = ManualClock(datetime.now(UTC))
         self.jobs = build_job_service(self.settings, clients, self.clock)
@@ -76,27 +113,65 @@ class RequestCounter:
         self.receiver_url = receiver_url
         self.outcomes: dict[str, Counter[str]] = {}
 
+    @contextlib.contextmanager
+    def invocation(self, label: str, timeout_seconds: int) -> Iterator[BenchLambdaContext]:
+        """One invocation of the function that does `label`'s work: its calls labelled, its
+        time and log lines counted, with the keys `inject_lambda_context` adds to each line
+        (and the API's correlation id); the metrics a handler with `log_metrics` would flush
+        are counted as its log, then dropped."""
+        function = self.functions[FUNCTION_OF_PHASE[label.split(":", 1)[1]]]
+        context = BenchLambdaContext(function, timeout_seconds)
+        logger.append_keys(
+            service=function.service_name,
+            cold_start=False,
+            **build_lambda_context_model(context).__dict__,
+        )
+        if function.name == "api":
+            logger.set_correlation_id(str(uuid.uuid4()))
+        saved = metrics.provider.namespace, metrics.provider.service
+        metrics.provider.namespace = function.metrics_namespace
+        metrics.provider.service = function.service_name
+        started, metered = time.perf_counter(), self.log.meter_seconds
+        try:
+            with self.log.labelled(label), contextlib.redirect_stdout(self.log_meter):
+                yield context
+                if function.name != "api" and metrics.metric_set:  # the api has no `log_metrics`
+                    emf = metrics.serialize_metric_set()
+                    self.log_meter.add(json.dumps(emf, separators=(",", ":")) + "\n")
+        finally:
+            metrics.clear_metrics()
+            metrics.provider.namespace, metrics.provider.service = saved
+            logger.set_correlation_id(None)
+            self.busy_seconds[label] += time.perf_counter() - started - (self.log.meter_seconds - metered)
+            self.invocations[label] += 1
+
     def create(self, route: ClaimRoute, count: int, at: datetime) -> list[str]:
-        with self.log.labelled(f"{route.name}:create"):
-            return [
-                self.jobs.create(
-                    TENANT,
-                    JobCreate.model_validate(
-                        {
-                            "name": f"bench-requests-{route.name}-{i}",
-                            "schedule": {"at": (at + timedelta(milliseconds=i)).isoformat()},
-                            "target": {"type": "HTTP", "url": self.receiver_url},
-                            "payload": {"i": i},
-                        }
-                    ),
-                ).job_id
-                for i in range(count)
-            ]
+        job_ids = []
+        for i in range(count):
+            with self.invocation(f"{route.name}:create", timeout_seconds=25):
+                job_ids.append(
+                    self.jobs.create(
+                        TENANT,
+                        JobCreate.model_validate(
+                            {
+                                "name": f"bench-requests-{route.name}-{i}",
+                                "schedule": {"at": (at + timedelta(milliseconds=i)).isoformat()},
+                                "target": {"type": "HTTP", "url": self.receiver_url},
+                                "payload": {"i": i},
+                            }
+                        ),
+                    ).job_id
+                )
+        return job_ids
 
     def poll_all_shards(self, label: str) -> int:
-        with self.log.labelled(label):
-            reports = [self.dispatcher.poll_shard(shard) for shard in range(self.settings.shard_count)]
-        return sum(len(report.claimed) for report in reports)
+        """One invocation of the poller's handler per shard, as its rules make every minute."""
+        claimed = 0
+        for shard in range(self.settings.shard_count):
+            with self.invocation(label, timeout_seconds=60) as context:
+                summary = poller_handler({"shard": shard}, context, dispatcher=self.dispatcher)
+            claimed += int(summary["claimed"])
+        return claimed
 
     def work(self, route: ClaimRoute, expected: int) -> None:
         """Receive as the event source mapping does, run the worker on each message, delete
@@ -111,16 +186,16 @@ class RequestCounter:
                 ).get("Messages", [])
             done = []
             if messages:  # one invocation of the worker per batch, as the mapping makes
-                self.executor.begin_invocation(WorkerContext(self.worker_timeout_seconds))
-            for message in messages:
-                try:
-                    with self.log.labelled(f"{route.name}:work"):
-                        outcome = str(self.executor.execute(RunMessage.model_validate_json(message["Body"])))
-                    done.append(message)
-                except Exception as error:  # a batch item failure: left to the visibility timeout
-                    outcome = f"raised {type(error).__name__}"
-                metrics.clear_metrics()  # the worker's handler would flush them to its log
-                outcomes[outcome] += 1
+                with self.invocation(f"{route.name}:work", self.worker_timeout_seconds) as context:
+                    self.executor.begin_invocation(context)
+                    for message in messages:
+                        try:
+                            run_message = RunMessage.model_validate_json(message["Body"])
+                            outcome = str(self.executor.execute(run_message))
+                            done.append(message)
+                        except Exception as error:  # a batch item failure: left to the visibility timeout
+                            outcome = f"raised {type(error).__name__}"
+                        outcomes[outcome] += 1
             if done:
                 with self.log.labelled(f"{route.name}:receive"):
                     self.esm_sqs.delete_message_batch(
@@ -141,10 +216,10 @@ class RequestCounter:
             succeeded += run is not None and run.status is RunStatus.SUCCEEDED
         return succeeded
 
-    def near(self, count: int) -> list[str]:
+    def near(self, count: int, route: ClaimRoute = NEAR) -> list[str]:
         # 1 s ahead: claimed at creation, and the queue delay (whole seconds − 1 s lead) is 0.
-        job_ids = self.create(NEAR, count, from_ms(to_ms(self.clock.now())) + timedelta(seconds=1))
-        self.work(NEAR, count)
+        job_ids = self.create(route, count, from_ms(to_ms(self.clock.now())) + timedelta(seconds=1))
+        self.work(route, count)
         return job_ids
 
     def far(self, count: int) -> list[str]:
@@ -177,13 +252,27 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
     """`runs` one-off jobs on each path; calls and write units per run."""
     arrivals: list[Arrival] = []
     level = logger.log_level
-    logger.setLevel("WARNING")  # the services' per-run INFO lines would drown the tables
+    handler = logger.registered_handler
+    service = logger.service
+    log_levels = {f.log_level for f in stack.functions.values()}
+    if len(log_levels) != 1:
+        raise RuntimeError(f"the functions log at different levels: {sorted(log_levels)}")
     try:
-        with Receiver(arrivals.append) as receiver:
+        with Receiver(arrivals.append) as receiver, environment(_X_AMZN_TRACE_ID=XRAY_TRACE_HEADER):
             counter = RequestCounter(stack, receiver.url)
-            stack.clear()
-            near_ids = counter.near(runs)
-            far_ids = counter.far(runs)
+            # The functions' lines are counted, not printed (they would drown the tables).
+            stream = handler.setStream(counter.log_meter)  # type: ignore[attr-defined]
+            logger.setLevel(log_levels.pop())
+            try:
+                stack.clear()
+                counter.near(1, WARM_UP)
+                near_ids = counter.near(runs)
+                far_ids = counter.far(runs)
+            finally:
+                handler.setStream(stream)  # type: ignore[attr-defined]
+                logger.setLevel(level)
+                logger.remove_keys(["cold_start", *vars(LambdaContextModel())])
+                logger.append_keys(service=service)
             succeeded = {NEAR.name: counter.check(near_ids), FAR.name: counter.check(far_ids)}
     finally:
         logger.setLevel(level)
@@ -196,8 +285,17 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
         "write_units_method": "computed from item sizes (moto's ConsumedCapacity is a fixed 1.0): "
         "1 WCU per started KB of the larger of the before/after item, x2 in TransactWriteItems "
         "(a ConditionCheck counted as a write); GSI entries written or deleted 1 WCU per started KB each",
+        "read_units_method": "computed from the full items read (moto reports none): 1 unit per started "
+        "4 KB, 0.5 if eventually consistent, x2 in TransactGetItems, BatchGetItem item by item, a Query "
+        "the items it evaluated (before filter and projection) together, at least 1 unit",
+        "functions": {
+            f.name: {"memory_mb": f.memory_mb, "architecture": f.architecture, "log_level": f.log_level}
+            for f in stack.functions.values()
+        },
+        "event_source_mappings": stack.event_source_mappings,
         "paths": {},
     }
+    steady_label = "steady:poll-cycle"
     for route in (NEAR, FAR):
         mine = [
             c
@@ -220,17 +318,85 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
             "index_wcu_per_run": sum(c.index_wcu for c in mine) / runs,
             "retries": sum(c.attempts - 1 for c in mine),
             "failed_calls": sum(c.failed for c in mine),
+            "write_units_by_table_per_run": _by_table(mine, runs, stack),
+            "read_units_per_run": (sum(c.read_units for c in mine) + _claim_poll_reads(calls, route)) / runs,
+            "sqs_requests_per_run": {
+                role: sum(c.billed_requests for c in mine if c.role == role and c.service == "sqs") / runs
+                for role in (FUNCTIONS, ESM)
+            },
+            **_functions_per_run(counter, route, runs, steady_label),
         }
-    steady = [c for c in calls if c.label == "steady:poll-cycle"]
+    steady = [c for c in calls if c.label == steady_label]
     claim_poll_fixed = [c for c in calls if c.label == f"{FAR.name}:poll" and _fixed_poll_call(c)]
     result["poll_cycle"] = {
         "description": f"one poll of all {stack.settings.shard_count} shards with nothing due, "
         "a minute after the previous one (paid every minute whatever the load)",
+        "shards": stack.settings.shard_count,
         "calls": dict(Counter(c.operation for c in steady)),
         "table_wcu": sum(c.table_wcu for c in steady),
+        "index_wcu": sum(c.index_wcu for c in steady),
+        "read_units": sum(c.read_units for c in steady),
+        "invocations": counter.invocations[steady_label],
+        "seconds": counter.busy_seconds[steady_label],
+        "log_bytes": counter.log_meter.bytes[steady_label],
+        "log_lines": counter.log_meter.lines[steady_label],
         "claim_poll_fixed_calls": dict(Counter(c.operation for c in claim_poll_fixed)),
     }
     return result
+
+
+def _claim_poll_reads(calls: list[Call], route: ClaimRoute) -> float:
+    """What the due-index queries of a poll that claims read beyond those of a poll that
+    finds nothing: the entries of the runs it claims."""
+    claim_poll = [c for c in calls if c.label == f"{route.name}:poll" and _fixed_poll_call(c)]
+    if not claim_poll:
+        return 0.0
+    steady = [c for c in calls if c.label == "steady:poll-cycle"]
+    return max(0.0, sum(c.read_units for c in claim_poll) - sum(c.read_units for c in steady))
+
+
+def _by_table(calls: list[Call], runs: int, stack: BenchStack) -> dict[str, float]:
+    """Write units per run (table and its indexes) by the role of the table."""
+    names = {
+        stack.settings.jobs_table_name: "jobs",
+        stack.settings.idempotency_table_name: "idempotency",
+    }
+    units: defaultdict[str, float] = defaultdict(float)
+    for call in calls:
+        for table_name, value in call.write_units_by_table.items():
+            units[names.get(table_name, table_name)] += value
+    return {name: value / runs for name, value in units.items()}
+
+
+def _functions_per_run(
+    counter: RequestCounter, route: ClaimRoute, runs: int, steady_label: str
+) -> dict[str, Any]:
+    """Invocations, busy seconds and log bytes per run of each function on one path. A claim
+    poll's invocations are the poll cycle's, paid every minute whatever it claims: a run
+    costs the poller only the time and log lines its claim adds to a poll that found nothing."""
+    figures: dict[str, dict[str, float]] = {
+        "invocations_per_run": {},
+        "lambda_seconds_per_run": {},
+        "log_bytes_per_run": {},
+        "log_lines_per_run": {},
+    }
+    for label, count in counter.invocations.items():
+        path, phase = label.split(":", 1)
+        if path != route.name:
+            continue
+        function = FUNCTION_OF_PHASE[phase]
+        claim_poll = phase == "poll"
+        measured = {
+            "invocations_per_run": (counter.invocations[steady_label], count),
+            "lambda_seconds_per_run": (counter.busy_seconds[steady_label], counter.busy_seconds[label]),
+            "log_bytes_per_run": (counter.log_meter.bytes[steady_label], counter.log_meter.bytes[label]),
+            "log_lines_per_run": (counter.log_meter.lines[steady_label], counter.log_meter.lines[label]),
+        }
+        for figure, (cycle, value) in measured.items():
+            per_run = max(0.0, value - cycle if claim_poll else value) / runs
+            if per_run:
+                figures[figure][function] = figures[figure].get(function, 0.0) + per_run
+    return figures
 
 
 def print_requests(result: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Counting AWS API calls with botocore's event hooks, and the DynamoDB write units they cost.
+"""Counting AWS API calls with botocore's event hooks, the DynamoDB capacity units they
+cost, the SQS requests they are billed as, and the bytes the functions log.
 
 moto answers `ReturnConsumedCapacity` with fixed figures (1.0 per write, whatever the
 item), so write units are computed from item sizes instead: the meter reads each item
@@ -8,12 +9,24 @@ twice that inside `TransactWriteItems` (where a `ConditionCheck` counts as a wri
 item it checks); each global secondary index the write touches costs 1 WCU per started KB
 of the index entry (2 entries when an index key changes). A write whose condition fails
 still costs its table units.
+
+Read units likewise: a read costs 1 unit per started 4 KB of the whole item (a projection
+does not make it cheaper), half that when eventually consistent, twice that in
+`TransactGetItems`; `BatchGetItem` is priced item by item; a `Query` or `Scan` costs the
+total size of the items it evaluated (before any filter) rounded up to 4 KB, at least one
+unit. The meter reads the items again in full, or repeats the query without its filter
+and projection, with its own client.
+
+SQS bills a request per started 64 KiB of payload: message bodies and attributes sent, or
+received.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -24,7 +37,11 @@ from typing import Any
 import boto3
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+_READS = {"GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan"}
 _CONTEXT_KEY = "bench_writes"
+_PARAMS_KEY = "bench_params"
+READ_UNIT_BYTES = 4096
+SQS_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +54,13 @@ class Call:
     table_wcu: float
     index_wcu: float
     failed: bool
+    read_units: float = 0.0
+    billed_requests: int = 1  # SQS: one per started 64 KiB of payload
+    write_units_by_table: Mapping[str, float] = field(default_factory=dict)  # table + its indexes
+
+    @property
+    def service(self) -> str:
+        return self.operation.split(".", 1)[0]
 
 
 def attribute_size(value: Mapping[str, Any]) -> int:
@@ -72,6 +96,39 @@ def item_size(item: Mapping[str, Any] | None) -> int:
 
 def _units(size: int) -> int:
     return max(1, math.ceil(size / 1024))
+
+
+def read_units(size: int, consistent: bool, transactional: bool = False) -> float:
+    """Read units of one read of `size` bytes: 1 per started 4 KB (at least 1), half when
+    eventually consistent, twice in a transaction."""
+    units = max(1, math.ceil(size / READ_UNIT_BYTES))
+    if transactional:
+        return 2.0 * units
+    return float(units) if consistent else units / 2
+
+
+def sqs_billed_requests(payload_bytes: int) -> int:
+    """SQS bills every request, and one more per further started 64 KiB of payload."""
+    return max(1, math.ceil(payload_bytes / SQS_CHUNK_BYTES))
+
+
+def _message_bytes(message: Mapping[str, Any]) -> int:
+    size = len(str(message.get("MessageBody", message.get("Body", ""))).encode())
+    for name, attribute in message.get("MessageAttributes", {}).items():
+        size += len(name.encode()) + len(str(attribute.get("DataType", "")).encode())
+        size += len(str(attribute.get("StringValue", "")).encode()) + len(attribute.get("BinaryValue", b""))
+    return size
+
+
+def sqs_payload_bytes(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> int:
+    """The payload SQS bills a request by: the messages sent, or the messages received."""
+    if operation == "SendMessage":
+        return _message_bytes(params)
+    if operation == "SendMessageBatch":
+        return sum(_message_bytes(entry) for entry in params.get("Entries", []))
+    if operation == "ReceiveMessage":
+        return sum(_message_bytes(message) for message in parsed.get("Messages", []))
+    return 0
 
 
 @dataclass(frozen=True)
@@ -135,10 +192,57 @@ class WriteMeter:
         return _Write(table, dict(key), transactional)
 
     def read(self, write: _Write) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self.client.get_item(
-            TableName=write.table, Key=write.key, ConsistentRead=True
-        ).get("Item")
+        return self._item(write.table, write.key)
+
+    def _item(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.client.get_item(TableName=table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
         return item
+
+    def read_units_of(self, operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> float:
+        """Read units of one read request, from the full items it read."""
+        if operation == "GetItem":
+            item = self._item(params["TableName"], params["Key"])
+            return read_units(item_size(item), bool(params.get("ConsistentRead")))
+        if operation == "BatchGetItem":
+            return sum(
+                read_units(item_size(self._item(table, key)), bool(request.get("ConsistentRead")))
+                for table, request in params["RequestItems"].items()
+                for key in request["Keys"]
+            )
+        if operation == "TransactGetItems":
+            return sum(
+                read_units(
+                    item_size(self._item(entry["Get"]["TableName"], entry["Get"]["Key"])),
+                    consistent=True,
+                    transactional=True,
+                )
+                for entry in params["TransactItems"]
+            )
+        if operation in ("Query", "Scan"):
+            evaluated = self._evaluated(operation, params)
+            return read_units(sum(item_size(i) for i in evaluated), bool(params.get("ConsistentRead")))
+        return 0.0
+
+    def _evaluated(self, operation: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The items (or index entries) a query or scan page read, before its filter and
+        projection: the same page asked again without them."""
+        request = {
+            k: v
+            for k, v in params.items()
+            if k not in ("FilterExpression", "ProjectionExpression", "Select", "ReturnConsumedCapacity")
+        }
+        used = set(re.findall(r"[:#][A-Za-z0-9_]+", str(request.get("KeyConditionExpression", ""))))
+        names = {k: v for k, v in request.pop("ExpressionAttributeNames", {}).items() if k in used}
+        values = {k: v for k, v in request.pop("ExpressionAttributeValues", {}).items() if k in used}
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        reply = self.client.query(**request) if operation == "Query" else self.client.scan(**request)
+        items: list[dict[str, Any]] = reply.get("Items", [])
+        return items
 
     def units(self, write: _Write, after: dict[str, Any] | None) -> tuple[float, float]:
         """(table WCU, index WCU) of one item write."""
@@ -183,6 +287,8 @@ class CallLog:
         self.calls: list[Call] = []
         self.label = "setup"
         self._meter = meter
+        # Time spent reading items for the meter, which a timed stretch of work subtracts.
+        self.meter_seconds = 0.0
 
     @contextlib.contextmanager
     def labelled(self, label: str) -> Iterator[None]:
@@ -201,6 +307,7 @@ class CallLog:
 
     def _before_call(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         context["bench_started"] = time.perf_counter()
+        context[_PARAMS_KEY] = dict(params)
         if (
             self._meter is not None
             and model.service_model.service_name == "dynamodb"
@@ -210,6 +317,7 @@ class CallLog:
             for write in writes:
                 write.before = self._meter.read(write)
             context[_CONTEXT_KEY] = writes
+            self.meter_seconds += time.perf_counter() - context["bench_started"]
 
     def _after_call(
         self,
@@ -221,22 +329,35 @@ class CallLog:
         **_: Any,
     ) -> None:
         seconds = time.perf_counter() - context.get("bench_started", time.perf_counter())
-        table_wcu = index_wcu = 0.0
-        if self._meter is not None:
+        service, operation = model.service_model.service_name, model.name
+        params = context.get(_PARAMS_KEY, {})
+        failed = http_response.status_code >= 300
+        table_wcu = index_wcu = units_read = 0.0
+        by_table: dict[str, float] = {}
+        metered_from = time.perf_counter()
+        if self._meter is not None and service == "dynamodb":
             for write in context.get(_CONTEXT_KEY, []):
                 table, index = self._meter.units(write, self._meter.read(write))
                 table_wcu += table
                 index_wcu += index
+                by_table[write.table] = by_table.get(write.table, 0.0) + table + index
+            if operation in _READS and not failed:
+                units_read = self._meter.read_units_of(operation, params, parsed)
+        self.meter_seconds += time.perf_counter() - metered_from
+        billed = sqs_billed_requests(sqs_payload_bytes(operation, params, parsed)) if service == "sqs" else 1
         self.calls.append(
             Call(
                 role=role,
                 label=self.label,
-                operation=f"{model.service_model.service_name}.{model.name}",
+                operation=f"{service}.{operation}",
                 attempts=1 + int(parsed.get("ResponseMetadata", {}).get("RetryAttempts", 0)),
                 seconds=seconds,
                 table_wcu=table_wcu,
                 index_wcu=index_wcu,
-                failed=http_response.status_code >= 300,
+                failed=failed,
+                read_units=units_read,
+                billed_requests=billed,
+                write_units_by_table=by_table,
             )
         )
 
@@ -246,3 +367,24 @@ class CallLog:
             for call in self.calls
             if (label is None or call.label == label) and (role is None or call.role == role)
         )
+
+
+class LogMeter(io.TextIOBase):
+    """A stream for the functions' logger that keeps no text, only how many bytes and lines
+    were written under each label of a `CallLog` (CloudWatch Logs bills ingestion by bytes)."""
+
+    def __init__(self, log: CallLog) -> None:
+        super().__init__()
+        self._log = log
+        self.bytes: Counter[str] = Counter()
+        self.lines: Counter[str] = Counter()
+
+    def write(self, text: str) -> int:
+        self.add(text)
+        return len(text)
+
+    def add(self, text: str, label: str | None = None) -> None:
+        """Count `text` as written under `label` (the log's current one by default)."""
+        label = self._log.label if label is None else label
+        self.bytes[label] += len(text.encode())
+        self.lines[label] += text.count("\n")

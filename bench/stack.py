@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +52,18 @@ def moto_session() -> boto3.session.Session:
     )
 
 
+@dataclass(frozen=True)
+class DeployedFunction:
+    """What the cost of a function depends on, as the synthesized stack deploys it."""
+
+    name: str  # `api`, `poller`, `worker`: the function's name without the stack's prefix
+    memory_mb: int
+    architecture: str
+    log_level: str
+    service_name: str  # Powertools' service, on every log line and metric
+    metrics_namespace: str
+
+
 class BenchStack:
     """Within `with`, every boto3 client this process creates talks to this moto server."""
 
@@ -58,6 +71,8 @@ class BenchStack:
         self._moto: MotoServer | None = None
         self._environment: contextlib.ExitStack | None = None
         self.settings = Settings()
+        self.functions: dict[str, DeployedFunction] = {}
+        self.event_source_mappings = 0  # one per priority queue, each long-polled even when idle
         self.endpoint_url = ""
 
     def __enter__(self) -> BenchStack:
@@ -76,14 +91,26 @@ class BenchStack:
                 configuration = lambda_client.get_function_configuration(
                     FunctionName=deployment.physical_ids[logical_id]
                 )
-                for name, value in configuration.get("Environment", {}).get("Variables", {}).items():
+                environment_variables = configuration.get("Environment", {}).get("Variables", {})
+                for name, value in environment_variables.items():
                     if variables.setdefault(name, value) != value and name.startswith(("JOBS_", "QUEUE_")):
                         raise RuntimeError(f"the functions disagree on {name}")
+                short_name = configuration["FunctionName"].removeprefix(f"{STACK_NAME}-")
+                self.functions[short_name] = DeployedFunction(
+                    name=short_name,
+                    memory_mb=int(configuration["MemorySize"]),
+                    architecture=(configuration.get("Architectures") or ["x86_64"])[0],
+                    log_level=environment_variables.get("POWERTOOLS_LOG_LEVEL", "INFO"),
+                    service_name=environment_variables.get("POWERTOOLS_SERVICE_NAME", "service_undefined"),
+                    metrics_namespace=environment_variables.get("POWERTOOLS_METRICS_NAMESPACE", ""),
+                )
             self.settings = Settings.from_env(variables)
             # moto delivers to a queue's event source mappings itself, on every send (through
             # Docker, which fails, so each send re-receives the visible messages until the
             # redrive policy moves them to the DLQ). Nothing here runs the functions: off.
-            for mapping in lambda_client.list_event_source_mappings()["EventSourceMappings"]:
+            mappings = lambda_client.list_event_source_mappings()["EventSourceMappings"]
+            self.event_source_mappings = len(mappings)
+            for mapping in mappings:
                 lambda_client.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
             self._environment = contextlib.ExitStack()
             self._environment.enter_context(

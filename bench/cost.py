@@ -1,0 +1,373 @@
+"""Dollars per million one-off runs, from what `python -m bench --only requests` measured
+(calls, DynamoDB capacity units, SQS requests as billed, invocations, busy time, log bytes
+per run) and a dated list of AWS on-demand prices. Pure: no AWS, no clock.
+
+The model, and what it assumes beyond the measurement:
+- A month is 30 days (43,200 minutes, 720 hours); the steady load is 100,000 runs a minute,
+  4.32e9 runs a month. Fixed costs (the poll cycle, the mappings' idle long polls) are
+  amortized over that load.
+- An SQS event source mapping keeps `ESM_IDLE_POLLERS` pollers long-polling each of its
+  queues back to back (`ESM_LONG_POLL_SECONDS` each), whatever the load: receives that
+  find nothing are billed too. Receives and deletes that carry runs are measured.
+- Lambda is billed per invocation and per GB-second at the deployed memory size; the busy
+  time is measured on moto (wall time of the services' work, the meter's own reads left
+  out), which is neither AWS's latency nor a real target's; cold starts are left out.
+- Every invocation also logs Lambda's START, END and REPORT lines (with the X-Ray line,
+  tracing being active): `PLATFORM_LOG_LINES`, a sample of their size. A GB is 2^30 bytes.
+- Provisioned capacity: auto scaling holds the tables at `TARGET_UTILIZATION` of the
+  capacity the steady load needs (capacity units = units per run × runs per second ÷ 0.7),
+  billed by the hour; indexes and the idempotency table alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MINUTES_PER_MONTH = 30 * 24 * 60
+HOURS_PER_MONTH = 30 * 24
+STEADY_RUNS_PER_MINUTE = 100_000
+RUNS_PER_MONTH = STEADY_RUNS_PER_MINUTE * MINUTES_PER_MONTH  # 4.32e9
+TARGET_UTILIZATION = 0.7  # DynamoDB auto scaling's target
+ESM_IDLE_POLLERS = 5  # Lambda starts an SQS mapping with five pollers
+ESM_LONG_POLL_SECONDS = 20  # each poller's receive waits up to 20 s for a message
+GIB = 2**30
+MILLION = 1_000_000
+# What Lambda itself logs per invocation of a traced function (ids and figures of typical width).
+PLATFORM_LOG_LINES = (
+    "START RequestId: 8f5e0b6e-3c4a-4f0e-9a7b-2d1c0e9f8a7b Version: $LATEST\n"
+    "END RequestId: 8f5e0b6e-3c4a-4f0e-9a7b-2d1c0e9f8a7b\n"
+    "REPORT RequestId: 8f5e0b6e-3c4a-4f0e-9a7b-2d1c0e9f8a7b\tDuration: 123.45 ms\t"
+    "Billed Duration: 124 ms\tMemory Size: 512 MB\tMax Memory Used: 98 MB\t\n"
+    "XRAY TraceId: 1-6745f0a2-3b8c1d2e4f5a6b7c8d9e0f1a\tSegmentId: 1a2b3c4d5e6f7a8b\tSampled: true\t\n"
+)
+PLATFORM_LOG_BYTES = len(PLATFORM_LOG_LINES.encode())
+
+
+@dataclass(frozen=True)
+class PriceList:
+    """AWS list prices in US dollars, one unit each."""
+
+    as_of: str
+    region: str
+    dynamodb_write_request_unit: float  # on-demand
+    dynamodb_read_request_unit: float  # on-demand
+    dynamodb_wcu_hour: float  # provisioned
+    dynamodb_rcu_hour: float  # provisioned
+    sqs_request: float  # standard queue, per 64 KiB chunk
+    lambda_request: float
+    lambda_gb_second: float  # x86
+    api_gateway_rest_request: float
+    logs_ingested_gb: float  # CloudWatch Logs, standard class
+    eventbridge_scheduler_invocation: float  # for comparison
+
+
+PRICES = PriceList(
+    as_of="2026-11",
+    region="us-east-1",
+    dynamodb_write_request_unit=0.625 / MILLION,
+    dynamodb_read_request_unit=0.125 / MILLION,
+    dynamodb_wcu_hour=0.00065,
+    dynamodb_rcu_hour=0.00013,
+    sqs_request=0.40 / MILLION,
+    lambda_request=0.20 / MILLION,
+    lambda_gb_second=0.0000166667,
+    api_gateway_rest_request=3.50 / MILLION,
+    logs_ingested_gb=0.50,
+    eventbridge_scheduler_invocation=1.00 / MILLION,
+)
+
+
+def idle_receives_per_queue_per_month(
+    pollers: int = ESM_IDLE_POLLERS, wait_seconds: int = ESM_LONG_POLL_SECONDS
+) -> float:
+    """Receives an event source mapping makes on an empty queue in a month."""
+    return pollers * (60 / wait_seconds) * MINUTES_PER_MONTH
+
+
+def provisioned_dollars_per_month(units_per_second: float, unit_hour_price: float) -> float:
+    """Provisioned capacity held at the target utilization for a steady rate, for a month."""
+    return units_per_second / TARGET_UTILIZATION * unit_hour_price * HOURS_PER_MONTH
+
+
+def provisioned_per_run(units_per_run: float, unit_hour_price: float) -> float:
+    """Dollars per run of provisioned capacity at the steady load (the load cancels out: the
+    capacity grows with it)."""
+    runs_per_second = STEADY_RUNS_PER_MINUTE / 60
+    monthly = provisioned_dollars_per_month(units_per_run * runs_per_second, unit_hour_price)
+    return monthly / RUNS_PER_MONTH
+
+
+def gb_seconds(seconds: float, memory_mb: int) -> float:
+    return seconds * memory_mb / 1024
+
+
+@dataclass(frozen=True)
+class PollCycle:
+    """One shard's poll, every minute, whatever the load."""
+
+    invocations: float
+    seconds: float
+    read_units: float
+    write_units: float
+    log_bytes: float
+
+    @classmethod
+    def per_shard(cls, cycle: Mapping[str, Any]) -> PollCycle:
+        """From the requests bench's `poll_cycle` (one poll of every shard)."""
+        shards = int(cycle["shards"])
+        return cls(
+            invocations=cycle["invocations"] / shards,
+            seconds=cycle["seconds"] / shards,
+            read_units=cycle["read_units"] / shards,
+            write_units=(cycle["table_wcu"] + cycle["index_wcu"]) / shards,
+            log_bytes=(cycle["log_bytes"] + PLATFORM_LOG_BYTES * cycle["invocations"]) / shards,
+        )
+
+    def dollars_per_month(self, memory_mb: int, prices: PriceList, provisioned: bool) -> dict[str, float]:
+        """One shard's poll cycle for a month, line by line."""
+        polls = MINUTES_PER_MONTH
+        if provisioned:
+            dynamodb = provisioned_dollars_per_month(
+                self.write_units / 60, prices.dynamodb_wcu_hour
+            ) + provisioned_dollars_per_month(self.read_units / 60, prices.dynamodb_rcu_hour)
+        else:
+            dynamodb = polls * (
+                self.write_units * prices.dynamodb_write_request_unit
+                + self.read_units * prices.dynamodb_read_request_unit
+            )
+        return {
+            "dynamodb": dynamodb,
+            "lambda_requests": polls * self.invocations * prices.lambda_request,
+            "lambda_gb_seconds": polls * gb_seconds(self.seconds, memory_mb) * prices.lambda_gb_second,
+            "logs": polls * self.log_bytes / GIB * prices.logs_ingested_gb,
+        }
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """What one run uses, on one path, from the requests bench."""
+
+    write_units: float  # table, indexes and idempotency
+    read_units: float
+    sqs_requests: float  # billed requests, by the functions and the mapping
+    invocations: Mapping[str, float]  # per function
+    seconds: Mapping[str, float]  # busy seconds per function
+    log_bytes: float  # the functions' lines and metrics, Lambda's own lines included
+    api_requests: float
+
+    @classmethod
+    def of_path(cls, path: Mapping[str, Any]) -> RunUsage:
+        invocations = dict(path["invocations_per_run"])
+        return cls(
+            write_units=path["table_wcu_per_run"] + path["index_wcu_per_run"],
+            read_units=path["read_units_per_run"],
+            sqs_requests=sum(path["sqs_requests_per_run"].values()),
+            invocations=invocations,
+            seconds=dict(path["lambda_seconds_per_run"]),
+            log_bytes=sum(path["log_bytes_per_run"].values())
+            + PLATFORM_LOG_BYTES * sum(invocations.values()),
+            # One-off jobs: every run was created by one API request (through the api function).
+            api_requests=invocations.get("api", 0.0),
+        )
+
+
+def dollars_per_million_runs(
+    usage: RunUsage,
+    memory_mb: Mapping[str, int],
+    mappings: int,
+    cycle: PollCycle,
+    shards: int,
+    prices: PriceList = PRICES,
+    provisioned: bool = False,
+) -> dict[str, float]:
+    """Each line of the bill for a million runs, at the steady load."""
+    if provisioned:
+        writes = provisioned_per_run(usage.write_units, prices.dynamodb_wcu_hour)
+        reads = provisioned_per_run(usage.read_units, prices.dynamodb_rcu_hour)
+    else:
+        writes = usage.write_units * prices.dynamodb_write_request_unit
+        reads = usage.read_units * prices.dynamodb_read_request_unit
+    idle_receives = mappings * idle_receives_per_queue_per_month() / RUNS_PER_MONTH
+    compute = sum(gb_seconds(seconds, memory_mb[name]) for name, seconds in usage.seconds.items())
+    poll_cycle = sum(cycle.dollars_per_month(memory_mb["poller"], prices, provisioned).values())
+    per_run = {
+        "dynamodb_writes": writes,
+        "dynamodb_reads": reads,
+        "sqs_requests": (usage.sqs_requests + idle_receives) * prices.sqs_request,
+        "lambda_requests": sum(usage.invocations.values()) * prices.lambda_request,
+        "lambda_gb_seconds": compute * prices.lambda_gb_second,
+        "api_gateway": usage.api_requests * prices.api_gateway_rest_request,
+        "logs": usage.log_bytes / GIB * prices.logs_ingested_gb,
+        "poll_cycle": poll_cycle * shards / RUNS_PER_MONTH,
+    }
+    return {line: dollars * MILLION for line, dollars in per_run.items()}
+
+
+def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[str, Any]:
+    """The `cost` section of the bench's figures, from its `requests` section."""
+    memory_mb = {name: int(f["memory_mb"]) for name, f in requests["functions"].items()}
+    architectures = {f["architecture"] for f in requests["functions"].values()}
+    if architectures != {"x86_64"}:
+        raise ValueError(f"the price list has x86 Lambda prices only, the functions run on {architectures}")
+    shards = int(requests["poll_cycle"]["shards"])
+    mappings = int(requests["event_source_mappings"])
+    cycle = PollCycle.per_shard(requests["poll_cycle"])
+    paths: dict[str, Any] = {}
+    for name, path in requests["paths"].items():
+        usage = RunUsage.of_path(path)
+        on_demand = dollars_per_million_runs(usage, memory_mb, mappings, cycle, shards, prices)
+        provisioned = dollars_per_million_runs(
+            usage, memory_mb, mappings, cycle, shards, prices, provisioned=True
+        )
+        paths[name] = {
+            "description": path["description"],
+            "usage_per_run": asdict(usage),
+            "on_demand": on_demand,
+            "on_demand_total": sum(on_demand.values()),
+            "provisioned": provisioned,
+            "provisioned_total": sum(provisioned.values()),
+        }
+    return {
+        "unit": "US dollars per million one-off HTTP runs",
+        "price_list": asdict(prices),
+        "assumptions": {
+            "steady_runs_per_minute": STEADY_RUNS_PER_MINUTE,
+            "runs_per_month": RUNS_PER_MONTH,
+            "minutes_per_month": MINUTES_PER_MONTH,
+            "esm_idle_pollers_per_queue": ESM_IDLE_POLLERS,
+            "esm_long_poll_seconds": ESM_LONG_POLL_SECONDS,
+            "esm_idle_receives_per_queue_per_month": idle_receives_per_queue_per_month(),
+            "provisioned_target_utilization": TARGET_UTILIZATION,
+            "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES,
+            "memory_mb": memory_mb,
+            "shards": shards,
+            "event_source_mappings": mappings,
+            "lambda_duration": "measured on moto (wall time less the meter's reads); no cold starts",
+        },
+        "paths": paths,
+        "poll_cycle_per_shard_per_month": {
+            "usage_per_poll": asdict(cycle),
+            "on_demand": cycle.dollars_per_month(memory_mb["poller"], prices, provisioned=False),
+            "provisioned": cycle.dollars_per_month(memory_mb["poller"], prices, provisioned=True),
+        },
+        "esm_idle_receives_per_month": mappings * idle_receives_per_queue_per_month() * prices.sqs_request,
+        "eventbridge_scheduler": prices.eventbridge_scheduler_invocation * MILLION,
+    }
+
+
+_LINES = {
+    "dynamodb_writes": "DynamoDB writes (jobs table + indexes + idempotency)",
+    "dynamodb_reads": "DynamoDB reads",
+    "sqs_requests": "SQS requests (functions + queue mapping, idle long polls included)",
+    "lambda_requests": "Lambda requests",
+    "lambda_gb_seconds": "Lambda GB-seconds",
+    "api_gateway": "API Gateway REST (the create)",
+    "logs": "CloudWatch Logs ingestion",
+    "poll_cycle": "poll cycle (every shard, every minute), amortized",
+}
+
+
+def _quantity(line: str, usage: Mapping[str, Any]) -> str:
+    """What a line is made of, per run."""
+    if line == "dynamodb_writes":
+        return f"{usage['write_units']:.1f} WU"
+    if line == "dynamodb_reads":
+        return f"{usage['read_units']:.1f} RU"
+    if line == "sqs_requests":
+        return f"{usage['sqs_requests']:.2f} req"
+    if line == "lambda_requests":
+        return f"{sum(usage['invocations'].values()):.2f} inv"
+    if line == "lambda_gb_seconds":
+        return f"{sum(usage['seconds'].values()) * 1000:.0f} ms"
+    if line == "logs":
+        return f"{usage['log_bytes']:,.0f} B"
+    return ""
+
+
+def _dollars(value: float) -> str:
+    return f"${value:.2f}" if value >= 0.01 else f"${value:.4f}"
+
+
+def cost_markdown(cost: Mapping[str, Any]) -> str:
+    """The README's table: every line per path, both totals, EventBridge Scheduler beside."""
+    paths = cost["paths"]
+    headers = [
+        "per million one-off HTTP runs",
+        *(f"{name}: {_short(p['description'])}" for name, p in paths.items()),
+    ]
+    rows: list[list[str]] = []
+    for line, label in _LINES.items():
+        cells = []
+        for path in paths.values():
+            quantity = _quantity(line, path["usage_per_run"])
+            cells.append(_dollars(path["on_demand"][line]) + (f" ({quantity})" if quantity else ""))
+        rows.append([label, *cells])
+    rows.append(
+        ["**total, on-demand capacity**", *(f"**{_dollars(p['on_demand_total'])}**" for p in paths.values())]
+    )
+    rows.append(
+        [
+            f"DynamoDB writes + reads, provisioned (auto scaling at {TARGET_UTILIZATION:.0%})",
+            *(
+                _dollars(p["provisioned"]["dynamodb_writes"] + p["provisioned"]["dynamodb_reads"])
+                for p in paths.values()
+            ),
+        ]
+    )
+    rows.append(
+        [
+            "**total, provisioned capacity**",
+            *(f"**{_dollars(p['provisioned_total'])}**" for p in paths.values()),
+        ]
+    )
+    rows.append(
+        ["EventBridge Scheduler, for comparison", *(_dollars(cost["eventbridge_scheduler"]) for _ in paths)]
+    )
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _short(description: str) -> str:
+    return description.split(":", 1)[0]
+
+
+def print_cost(cost: Mapping[str, Any]) -> None:
+    prices = cost["price_list"]
+    assumptions = cost["assumptions"]
+    print(
+        f"Cost per million one-off HTTP runs — AWS list prices, {prices['region']}, price list as of "
+        f"{prices['as_of']}; at a steady {assumptions['steady_runs_per_minute']:,} runs a minute "
+        f"({assumptions['runs_per_month']:.3g} a month)\n"
+    )
+    print(cost_markdown(cost))
+    cycle = cost["poll_cycle_per_shard_per_month"]
+    on_demand, provisioned = sum(cycle["on_demand"].values()), sum(cycle["provisioned"].values())
+    print(
+        f"\n  poll cycle: {_dollars(on_demand)} per shard per month on-demand "
+        f"({_dollars(provisioned)} provisioned), {assumptions['shards']} shards"
+    )
+    print(
+        f"  queue mappings' idle long polls: {_dollars(cost['esm_idle_receives_per_month'])} a month "
+        f"({assumptions['event_source_mappings']} queues, {assumptions['esm_idle_pollers_per_queue']} "
+        f"pollers each, {assumptions['esm_long_poll_seconds']} s receives)"
+    )
+    memory = ", ".join(f"{name} {mb} MB" for name, mb in sorted(assumptions["memory_mb"].items()))
+    print(f"  Lambda (x86): {memory}; duration {assumptions['lambda_duration']}")
+    print(
+        f"  logs: the functions' lines and metrics as measured, plus "
+        f"{assumptions['platform_log_bytes_per_invocation']} B of Lambda's own lines per invocation"
+    )
+
+
+def cost_headline(cost: Mapping[str, Any]) -> str:
+    return (
+        "; ".join(
+            f"{name} {_dollars(p['on_demand_total'])} on-demand, "
+            f"{_dollars(p['provisioned_total'])} provisioned"
+            for name, p in cost["paths"].items()
+        )
+        + f" per million runs (EventBridge Scheduler {_dollars(cost['eventbridge_scheduler'])})"
+    )
