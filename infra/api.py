@@ -50,6 +50,8 @@ class Api(Construct):
             environment={
                 **shared_environment(config, store, queues),
                 **target_check_environment(self, config),
+                # A create sent again with the same Idempotency-Key returns the first one's job.
+                "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
             },
         )
         # Creating a job that fires within the lookahead claims it at once: the same
@@ -67,6 +69,13 @@ class Api(Construct):
             resources=[store.jobs_table.table_arn],
         )
         self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(TENANT_INDEX)])
+        # Powertools idempotency around a create with an Idempotency-Key: reads the key's
+        # record, puts it (conditionally) before the create, updates it with the job, deletes
+        # it when the create fails.
+        self.function.allow(
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            resources=[store.idempotency_table.table_arn],
+        )
         self.function.allow(
             actions=["sqs:SendMessage"],
             resources=[queue.queue_arn for queue in queues.priority_queues],

@@ -65,7 +65,7 @@ class JobStore(Construct):
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=_PITR,
             time_to_live_attribute="expiration",
-            # Short-lived records that only deduplicate executions in flight.
+            # Short-lived records (a day) that only deduplicate creates sent again.
             removal_policy=RemovalPolicy.DESTROY,
         )
 

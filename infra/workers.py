@@ -45,22 +45,15 @@ class Workers(Construct):
                 # Whatever the worker puts in the due index (lease timers, retries past SQS's
                 # 900 s delay) must land in a shard some poller reads, with the same timers.
                 **shared_environment(config, store, queues),
-                "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
                 # A started run belongs to its worker as long as its message stays invisible.
                 "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
             },
         )
         # Reads jobs, moves runs with conditional updates (start, heartbeat, finish, retry),
-        # completes jobs.
+        # completes jobs. The run item is its own idempotency record: no other table.
         self.function.allow(
             actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
             resources=[store.jobs_table.table_arn],
-        )
-        # Powertools idempotency around the target call: reads a run's record, puts it
-        # (conditionally) before the call, updates it on success, deletes it on failure.
-        self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            resources=[store.idempotency_table.table_arn],
         )
         # Retries go back to the priority queues; a run whose attempts are spent is recorded on
         # the DLQ. (Receiving, deleting and heartbeats come with the event source mappings.)

@@ -108,6 +108,8 @@ def _json(status: int, body: dict[str, Any]) -> Response[Any]:
 
 def _field_of(location: tuple[Any, ...]) -> str:
     parts = [str(p) for p in location if not str(p).startswith("function-")]
+    if len(parts) > 1 and parts[0] == "header":  # Powertools lower-cases header names
+        return "-".join(word.capitalize() for word in parts[1].split("-"))
     if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
     # pydantic names the member of the `target` union it tried ("target", "HTTP", "url").
@@ -197,8 +199,20 @@ def _tenant() -> str:
 
 
 @app.post("/v1/jobs", summary="Create a job")
-def create_job(job: JobCreate) -> Response[Any]:
-    created = _jobs().create(_tenant(), job)
+def create_job(
+    job: JobCreate,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Send a create again with the same key (within 24 hours) and get the job the "
+            "first one made instead of a second job. The same key with another body is a 422.",
+        ),
+    ] = None,
+) -> Response[Any]:
+    created = _jobs().create(_tenant(), job, idempotency_key)
     return _json(HTTPStatus.CREATED, created.to_api())
 
 
@@ -357,5 +371,7 @@ def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | No
     too_large = _oversized(event, settings_from_env().max_request_bytes)
     if too_large is not None:
         return too_large
-    app.append_context(jobs=jobs or default_job_service())
+    service = jobs or default_job_service()
+    service.begin_invocation(context)
+    app.append_context(jobs=service)
     return app.resolve(_as_json(event), context)

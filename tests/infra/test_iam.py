@@ -115,11 +115,13 @@ def test_functions_write_logs_only_to_their_own_log_group(synthesis: Synthesis) 
 def test_api_writes_jobs_and_runs_and_lists_through_the_tenant_index_only(synthesis: Synthesis) -> None:
     jobs = synthesis.logical_id(synthesis.stack.store.jobs_table)
     table, by_tenant = _arn(jobs), _arn(jobs, "/index/by_tenant")
+    _, idempotency = _tables(synthesis)
     assert _actions(_grants(synthesis, "api"), "dynamodb") == {
-        "dynamodb:GetItem": {table},
+        "dynamodb:GetItem": {table, idempotency},
         "dynamodb:BatchGetItem": {table},
-        "dynamodb:PutItem": {table},
-        "dynamodb:UpdateItem": {table},
+        "dynamodb:PutItem": {table, idempotency},
+        "dynamodb:UpdateItem": {table, idempotency},
+        "dynamodb:DeleteItem": {idempotency},
         "dynamodb:Query": {table, by_tenant},
     }
 
@@ -149,21 +151,23 @@ def _tables(synthesis: Synthesis) -> tuple[str, str]:
     return _arn(synthesis.logical_id(store.jobs_table)), _arn(synthesis.logical_id(store.idempotency_table))
 
 
-def test_worker_moves_runs_on_the_jobs_table_and_keeps_idempotency_records(synthesis: Synthesis) -> None:
-    jobs, idempotency = _tables(synthesis)
-    # Conditional updates only on the jobs table: never a put, a delete or a query there.
-    # Powertools idempotency reads, puts, updates (success) and deletes (failure) its records.
+def test_worker_moves_runs_on_the_jobs_table_only(synthesis: Synthesis) -> None:
+    jobs, _ = _tables(synthesis)
+    # Conditional updates only, on the jobs table: never a put, a delete or a query there. The
+    # run item is the run's idempotency record: no second table, no second write.
     assert _actions(_grants(synthesis, "worker"), "dynamodb") == {
-        "dynamodb:GetItem": {jobs, idempotency},
-        "dynamodb:UpdateItem": {jobs, idempotency},
-        "dynamodb:PutItem": {idempotency},
-        "dynamodb:DeleteItem": {idempotency},
+        "dynamodb:GetItem": {jobs},
+        "dynamodb:UpdateItem": {jobs},
     }
 
 
-def test_only_the_worker_may_touch_the_idempotency_table(synthesis: Synthesis) -> None:
+def test_only_the_api_may_touch_the_idempotency_table(synthesis: Synthesis) -> None:
     _, idempotency = _tables(synthesis)
-    for name in ("api", "poller"):
+    # Powertools idempotency reads, puts, updates (the job made) and deletes (a failed create).
+    assert {
+        action for action, resources in _grants(synthesis, "api").items() if idempotency in resources
+    } == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    for name in ("worker", "poller"):
         resources = set().union(*_grants(synthesis, name).values())
         assert idempotency not in resources, name
 
@@ -330,10 +334,11 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         }
 
     assert dict(_grants(narrowed, "api")) == own("api") | {
-        "dynamodb:GetItem": {jobs},
+        "dynamodb:GetItem": {jobs, idempotency},
         "dynamodb:BatchGetItem": {jobs},
-        "dynamodb:PutItem": {jobs},
-        "dynamodb:UpdateItem": {jobs},
+        "dynamodb:PutItem": {jobs, idempotency},
+        "dynamodb:UpdateItem": {jobs, idempotency},
+        "dynamodb:DeleteItem": {idempotency},
         "dynamodb:Query": {jobs, by_tenant},
         "sqs:SendMessage": queues,
     }
@@ -346,10 +351,8 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "sqs:SendMessage": queues | {dead_letters},
     }
     assert dict(_grants(narrowed, "worker")) == own("worker") | {
-        "dynamodb:GetItem": {jobs, idempotency},
-        "dynamodb:UpdateItem": {jobs, idempotency},
-        "dynamodb:PutItem": {idempotency},
-        "dynamodb:DeleteItem": {idempotency},
+        "dynamodb:GetItem": {jobs},
+        "dynamodb:UpdateItem": {jobs},
         "sqs:SendMessage": queues | {dead_letters},
         **{action: queues for action in ESM_ACTIONS},
         "sns:Publish": {json.dumps(NARROWED_TOPIC)},

@@ -187,7 +187,7 @@ def test_a_poller_that_dies_between_claim_and_send_leaves_the_run_to_the_watchdo
 
 
 def die_on_next_message(cloud: SchedulerHarness, executor: RunExecutor) -> RunMessage:
-    """Receive one message and run it on a worker that dies mid-call; the message is never
+    """Receive one message and run it on a worker that dies at its call; the message is never
     deleted (it comes back after the visibility timeout)."""
     message = RunMessage.model_validate_json(receive_one(cloud)["Body"])
     with pytest.raises(WorkerDied):
@@ -196,33 +196,33 @@ def die_on_next_message(cloud: SchedulerHarness, executor: RunExecutor) -> RunMe
 
 
 @pytest.mark.parametrize(
-    ("before_the_record", "expected_calls"),
+    ("after_the_call", "expected_calls"),
     [
-        pytest.param(False, ["1"], id="after-the-idempotency-record"),
-        pytest.param(True, ["1", "2"], id="before-the-idempotency-record"),
+        pytest.param(True, ["1", "2"], id="after-the-target-answered"),
+        pytest.param(False, ["2"], id="before-calling"),
     ],
 )
 def test_a_worker_that_dies_mid_call_is_retried_at_lease_expiry_with_one_effect(
     cloud: SchedulerHarness,
     clock: FrozenClock,
     receiver: WebhookReceiver,
-    before_the_record: bool,
+    after_the_call: bool,
     expected_calls: list[str],
 ) -> None:
-    """Died after the target answered: the message comes back after the visibility timeout
-    and is dropped (the run is RUNNING); the watchdog at the lease's expiry makes attempt 2.
-    If Powertools had recorded the success, attempt 2 gets the recorded answer and the target
-    is not called again; if not (and the dead invocation's deadline has passed), attempt 2
-    calls again with the same Idempotency-Key: two calls, one effect."""
+    """Died at the call: the message comes back after the visibility timeout and is dropped
+    (the run is RUNNING, leased); the watchdog at the lease's expiry makes attempt 2. A worker
+    that died after the target answered had not written it down, so attempt 2 calls again
+    with the same Idempotency-Key: two calls, one effect. Nothing is written to the
+    idempotency table: the run item is the record."""
     fire_at = clock.now() + timedelta(seconds=5)
     job = cloud.create(hook(receiver, at(fire_at)))
     clock.move_to(fire_at)
-    message = die_on_next_message(cloud, dying_executor(cloud, before_the_record=before_the_record))
+    message = die_on_next_message(cloud, dying_executor(cloud, after_the_call=after_the_call))
     run = stored_run(cloud, message.run_id)
-    assert (run.status, run.attempt, calls(receiver, message.run_id)) == (RunStatus.RUNNING, 1, ["1"])
+    called = ["1"] if after_the_call else []
+    assert (run.status, run.attempt, calls(receiver, message.run_id)) == (RunStatus.RUNNING, 1, called)
     lease = timedelta(seconds=cloud.settings.run_lease_seconds)
     assert run.lease_until == fire_at + lease
-    assert idempotency_records(cloud) == ["INPROGRESS" if before_the_record else "COMPLETED"]
 
     clock.move_to(fire_at + lease - timedelta(seconds=1))
     assert watched(cloud.poll()) == {}  # the lease still holds: nobody takes the run
@@ -243,6 +243,7 @@ def test_a_worker_that_dies_mid_call_is_retried_at_lease_expiry_with_one_effect(
     assert calls(receiver, message.run_id) == expected_calls
     assert effects(receiver) == {message.run_id}
     assert dead_letters(cloud) == []
+    assert idempotency_records(cloud) == []
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
 
 
@@ -958,7 +959,7 @@ def test_a_call_that_outlives_its_lease_unrenewed_loses_the_run_and_its_success_
 ) -> None:
     """The control: lease 1 s and no heartbeat within the call (2.5 s). The watchdog takes
     the run over (attempt 2); the slow worker's success cannot finish it (fenced by its
-    lease), but Powertools recorded it, so attempt 2 reuses it without a second call."""
+    lease), but it is recorded on the run, so attempt 2 reuses it without a second call."""
     receiver.hold_next(2.5)
     with real_time_cloud(run_lease_seconds=1, heartbeat_seconds=60) as (clients, settings):
         clock = SystemClock()

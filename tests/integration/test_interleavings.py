@@ -69,7 +69,7 @@ class World:
     # When each shard was polled; when a job was created (its create claims ahead too).
     polls: dict[int, list[datetime]] = field(default_factory=dict)
     # The kind of each target call, by position in receiver.requests: "normal", or how
-    # the worker that made it died ("before-record": Powertools had not recorded it).
+    # the worker that made it died ("died": after the target answered, before writing it down).
     call_kinds: list[str] = field(default_factory=list)
     abandoned: int = 0  # runs started by a worker that died before calling
     poller_deaths: int = 0
@@ -132,10 +132,11 @@ class World:
             url = self.cloud.queue_url(run.priority)
             self.sqs.send_message(QueueUrl=url, MessageBody=run_message(run).model_dump_json())
 
-    def crash(self, before_the_record: bool) -> None:
-        """A worker takes one visible message and dies after its target call; the message
-        stays in flight until its visibility timeout. With no message visible: a worker
-        that took a copy of a due run's message started it and died before the call."""
+    def crash(self, after_the_call: bool) -> None:
+        """A worker takes one visible message and dies at its target call, after the target
+        answered or just before calling it; the message stays in flight until its visibility
+        timeout. With no message visible: a worker that took a copy of a due run's message
+        started it and died before the call."""
         url = self.cloud.queue_url(Priority.NORMAL)
         received = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
         if not received:
@@ -143,7 +144,7 @@ class World:
             return
         [message] = received
         try:
-            outcome = dying_executor(self.cloud, before_the_record=before_the_record).execute(
+            outcome = dying_executor(self.cloud, after_the_call=after_the_call).execute(
                 RunMessage.model_validate_json(message["Body"])
             )
         except WorkerDied:
@@ -153,7 +154,7 @@ class World:
         else:  # nothing to call (a duplicate, say): the worker finished with the message
             assert outcome is not None
             self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        self._note_calls("before-record" if before_the_record else "after-record")
+        self._note_calls("died")
 
     def _abandon_a_due_run(self) -> None:
         now = self.clock.now()
@@ -260,8 +261,8 @@ def check(world: World, cutoff: datetime) -> None:
                 mark += timedelta(minutes=1)
 
     # What the target saw: per run, only calls whose success went unrecorded (the worker
-    # died before Powertools recorded it) may be followed by another call, and every
-    # attempt called at most once.
+    # died before writing it down) may be followed by another call, and every attempt
+    # called at most once.
     calls: dict[str, list[tuple[str, str]]] = {}
     for request, kind in zip(world.receiver.requests, world.call_kinds, strict=True):
         key = request.headers["idempotency-key"]
@@ -270,9 +271,9 @@ def check(world: World, cutoff: datetime) -> None:
     for run_id, seen in calls.items():
         attempts = [int(attempt) for attempt, _ in seen]
         assert attempts == sorted(set(attempts)), (run_id, seen)
-        assert all(kind == "before-record" for _, kind in seen[:-1]), (run_id, seen)
+        assert all(kind == "died" for _, kind in seen[:-1]), (run_id, seen)
     for run in runs:
-        effective = [kind for _, kind in calls.get(run.run_id, []) if kind != "before-record"]
+        effective = [kind for _, kind in calls.get(run.run_id, []) if kind != "died"]
         if run.status is RunStatus.SUCCEEDED:
             assert len(effective) == 1, (run, calls.get(run.run_id))
         else:
@@ -302,7 +303,7 @@ def check(world: World, cutoff: datetime) -> None:
         *[("advance", 541), ("deliver",), ("poll", None, False), ("advance", 30), ("crash", True)] * 2,
     ]
 )
-@example(  # died after Powertools recorded the success, its message duplicated meanwhile
+@example(  # died before calling, its message duplicated meanwhile
     script=[
         ("create-cron",),
         ("advance", 61),

@@ -141,3 +141,25 @@ def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
     assert store.skip_run_if_waiting(message, read, now, "every running slot is taken", complete_job=True)
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "SKIPPED"
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+
+
+def test_a_late_success_is_recorded_on_a_run_that_may_run_again_never_on_one_ended(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A worker whose call succeeded after it lost the lease records the answer for the next
+    attempt, unless the run ended for good meanwhile (attempt 2 already succeeded)."""
+    _, message = one_off(cloud, clock, receiver)
+    store, now = store_of(cloud), clock.now()
+    assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
+
+    assert store.record_late_success_if_may_run_again(message, 204, now)
+    running = store.get_run(message.job_id, message.scheduled_for_ms)
+    assert running is not None
+    assert (running.status, running.delivered_at, running.delivered_code) == (RunStatus.RUNNING, now, 204)
+    assert "delivered_at" not in cloud.call("GET", f"/v1/jobs/{message.job_id}/runs/{message.run_id}").body
+
+    assert store.finish_run_if_held(message, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert not store.record_late_success_if_may_run_again(message, 500, now + timedelta(seconds=1))
+    ended = store.get_run(message.job_id, message.scheduled_for_ms)
+    assert ended is not None
+    assert (ended.status, ended.delivered_code) == (RunStatus.SUCCEEDED, 204)

@@ -9,10 +9,8 @@ from typing import Any
 
 from scheduler_core.composition import build_lifecycle, build_store, build_targets
 from scheduler_core.execution import RunExecutor
-from scheduler_core.idempotency import IdempotentTargets
 from scheduler_core.model import DeadLetter, Job, Run
 from scheduler_core.ports import Delivery, TargetInvoker
-from scheduler_core.targets import TargetDispatcher
 from tests.support.events import LambdaContext
 from tests.support.harness import SchedulerHarness
 
@@ -36,36 +34,29 @@ class WorkerDied(BaseException):
     so nothing on the way out (not the batch processor, not Powertools) handles it."""
 
 
-class DiesAfterTheCall:
-    """A `TargetInvoker` whose worker dies as soon as `inner` returns: the target was called
-    (or its recorded answer read); nothing after that is written."""
+class DiesAtTheCall:
+    """A `TargetInvoker` whose worker dies at the target call: as soon as `inner` answered
+    (the target was called; nothing after that is written), or just before calling it."""
 
-    def __init__(self, inner: TargetInvoker) -> None:
+    def __init__(self, inner: TargetInvoker, *, after_the_call: bool) -> None:
         self._inner = inner
+        self._after_the_call = after_the_call
 
     def begin_invocation(self, context: Any) -> None:
         self._inner.begin_invocation(context)
 
     def deliver(self, job: Job, run: Run) -> Delivery:
-        self._inner.deliver(job, run)
+        if self._after_the_call:
+            self._inner.deliver(job, run)
         raise WorkerDied(run.run_id)
 
 
-def dying_executor(cloud: SchedulerHarness, *, before_the_record: bool) -> RunExecutor:
-    """The worker of one invocation that dies after its target call: before Powertools has
-    completed the idempotency record (it stays INPROGRESS until the invocation's deadline, a
-    minute later on the harness's clock), or after (the success is recorded, the run not)."""
+def dying_executor(cloud: SchedulerHarness, *, after_the_call: bool = True) -> RunExecutor:
+    """The worker of one invocation that dies at its target call, after the target answered
+    (by default) or just before calling it: its run stays RUNNING, leased, until the lease
+    runs out."""
     settings, clients = cloud.settings, cloud.clients
-    targets: TargetInvoker
-    if before_the_record:
-        targets = IdempotentTargets(
-            DiesAfterTheCall(TargetDispatcher(clients)),
-            clients,
-            settings.idempotency_table_name,
-            settings.idempotency_expiry_seconds,
-        )
-    else:
-        targets = DiesAfterTheCall(build_targets(settings, clients))
+    targets = DiesAtTheCall(build_targets(settings, clients), after_the_call=after_the_call)
     store = build_store(settings, clients)
     executor = RunExecutor(
         store,

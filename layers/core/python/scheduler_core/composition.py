@@ -10,11 +10,11 @@ from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, SystemClock
 from scheduler_core.dispatch import Dispatcher, PollPolicy
 from scheduler_core.execution import RunExecutor
-from scheduler_core.idempotency import IdempotentTargets
+from scheduler_core.idempotency import IdempotentCreates
 from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.model import Priority
-from scheduler_core.ports import TargetInvoker
+from scheduler_core.ports import CreateOnce, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
@@ -92,16 +92,18 @@ def build_job_service(settings: Settings, clients: AwsClients, clock: Clock) -> 
         clock,
         build_lifecycle(settings, clients, clock, store),
         build_target_access(settings),
+        build_create_once(settings, clients),
     )
+
+
+def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | None:
+    if not settings.idempotency_table_name:  # a deployment always sets it; some tests do not
+        return None
+    return IdempotentCreates(clients, settings.idempotency_table_name, settings.idempotency_expiry_seconds)
 
 
 def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
-    targets = TargetDispatcher(clients)
-    if not settings.idempotency_table_name:  # a deployment always sets it; some tests do not
-        return targets
-    return IdempotentTargets(
-        targets, clients, settings.idempotency_table_name, settings.idempotency_expiry_seconds
-    )
+    return TargetDispatcher(clients)
 
 
 def build_run_executor(settings: Settings, clients: AwsClients, clock: Clock) -> RunExecutor:

@@ -1,6 +1,14 @@
 """Executing a run from its queue message (DESIGN §3, "Work"): start the attempt with a
 conditional write, call the target, record the outcome.
 
+The run item is also the run's idempotency record: the start marks the attempt in progress
+(leased to one worker, so no second attempt starts while the lease holds; a long call renews
+it) and the finish records the answer, so a duplicate message finds the run SUCCEEDED and
+never calls again. The one window left is a worker that dies between the target's answer and
+the finish write: the next attempt calls again with the same `Idempotency-Key`. A call that
+succeeds after its worker lost the lease is recorded on the run, and the next attempt that
+has not called yet finishes with it.
+
 A message is a pointer; the run item decides. A duplicate or stale message finds the run
 already started (or finished, or at another attempt) and is dropped. Every write after the
 start is fenced by the attempt and this worker's lease owner token: a worker that lost its
@@ -136,8 +144,13 @@ class RunExecutor:
         lateness_ms = max(0, to_ms(called_at) - message.due_ms) if run.attempt == 1 else None
         if lateness_ms is not None:
             metrics.add_metric(name="FireLateness", unit="Milliseconds", value=lateness_ms)
-        with self._heartbeat(run, owner, lease):
-            delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
+        if run.delivered_at is not None:
+            # An earlier attempt reached the target after losing its lease: its answer stands.
+            logger.info("success of an earlier attempt reused; target not called again", extra=context)
+            delivery = Delivery(ok=True, status_code=run.delivered_code)
+        else:
+            with self._heartbeat(run, owner, lease):
+                delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         return self._record(current, run, owner, delivery, lateness_ms, context)
 
     def _unless_paused(
@@ -341,7 +354,14 @@ class RunExecutor:
                 lateness_ms,
                 complete_job=is_last(job, run),
             ):
-                logger.warning("run taken over by another attempt; result discarded", extra=context)
+                # Another attempt owns the run now; if it has not called yet, it reuses this.
+                recorded = self._store.record_late_success_if_may_run_again(run, delivery.status_code, now)
+                logger.warning(
+                    "run taken over by another attempt; its success recorded for the next attempt"
+                    if recorded
+                    else "run taken over by another attempt; result discarded",
+                    extra=context,
+                )
                 return Outcome.LEASE_LOST
             metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
             self._lifecycle.wake_next_in_line(job, run)

@@ -1,17 +1,18 @@
-"""The worker's target call inside the Powertools idempotency utility (DESIGN §3, "Work"),
-keyed by `run_id` on the idempotency table.
+"""A create sent again with the same `Idempotency-Key` header returns the job the first one
+made (DESIGN §7), through the Powertools idempotency utility on the idempotency table.
 
-Only a successful delivery is recorded: a duplicate of a run that already reached its
-target (a message delivered twice, a worker that died after the call and before writing
-SUCCEEDED) gets the recorded answer instead of a second call. A failed delivery leaves no
-record, so the retry calls the target again. While a call is in flight its record is
-INPROGRESS until the invocation's deadline (the Lambda context is registered), so a worker
-that died mid-call does not block the run's next attempt for longer than that.
+The record is keyed by the tenant and the key (so two tenants' keys never meet) and holds
+the job id; the request body is its payload fingerprint, so the same key with another body
+is refused rather than answered with a job the caller did not ask for. A create that fails
+leaves no record (Powertools deletes it), so the caller may send it again. While the first
+create runs its record is INPROGRESS until the API invocation's deadline.
+
+The worker does not use this table: a run's own item fences its attempts (see `execution`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -19,59 +20,45 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 
 from scheduler_core.aws import AwsClients
-from scheduler_core.model import Job, Run
-from scheduler_core.ports import Delivery, TargetInvoker
+from scheduler_core.ports import KeyInUse, KeyReused
 
 
-class _NotDelivered(Exception):
-    """Raised inside the idempotent call so that Powertools deletes the record: only
-    successes are remembered."""
+class IdempotentCreates:
+    """`CreateOnce` on Powertools idempotency: `create` runs once per (tenant, key) while its
+    record lives (`expires_after_seconds`)."""
 
-    def __init__(self, delivery: Delivery) -> None:
-        super().__init__(delivery.error)
-        self.delivery = delivery
-
-
-class IdempotentTargets:
-    """`TargetInvoker` that calls `inner` at most once per run for every successful call."""
-
-    def __init__(
-        self, inner: TargetInvoker, clients: AwsClients, table_name: str, expires_after_seconds: int
-    ) -> None:
-        self._inner = inner
+    def __init__(self, clients: AwsClients, table_name: str, expires_after_seconds: int) -> None:
         self._config = IdempotencyConfig(
-            event_key_jmespath="run_id", expires_after_seconds=expires_after_seconds
+            event_key_jmespath="[tenant, key]",
+            payload_validation_jmespath="body",
+            expires_after_seconds=expires_after_seconds,
         )
         persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=clients.dynamodb())
 
         @idempotent_function(  # type: ignore[untyped-decorator]
-            data_keyword_argument="key", config=self._config, persistence_store=persistence
+            data_keyword_argument="request", config=self._config, persistence_store=persistence
         )
-        def deliver_once(*, key: dict[str, str], job: Job, run: Run) -> dict[str, Any]:
-            delivery = self._inner.deliver(job, run)
-            if not delivery.ok:
-                raise _NotDelivered(delivery)
-            return asdict(delivery)
+        def create_once(*, request: dict[str, Any], create: Callable[[], str]) -> dict[str, str]:
+            return {"job_id": create()}
 
-        self._deliver_once = deliver_once
+        self._create_once = create_once
 
     def begin_invocation(self, context: Any) -> None:
         """An INPROGRESS record expires with the invocation that wrote it."""
         self._config.register_lambda_context(context)
-        self._inner.begin_invocation(context)
 
-    def deliver(self, job: Job, run: Run) -> Delivery:
+    def job_id(self, tenant: str, key: str, body: dict[str, Any], create: Callable[[], str]) -> str:
+        request = {"tenant": tenant, "key": key, "body": body}
         try:
-            answer = self._deliver_once(key={"run_id": run.run_id}, job=job, run=run)
-        except _NotDelivered as failed:
-            return failed.delivery
-        except IdempotencyAlreadyInProgressError:
-            return Delivery(
-                ok=False,
-                error="another attempt of this run is still calling the target",
-                retryable=True,
-            )
-        return Delivery(**answer)
+            answer: dict[str, str] = self._create_once(request=request, create=create)
+        except IdempotencyValidationError as exc:
+            raise KeyReused(key) from exc
+        except IdempotencyAlreadyInProgressError as exc:
+            raise KeyInUse(key) from exc
+        return answer["job_id"]

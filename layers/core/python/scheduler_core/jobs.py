@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
-from scheduler_core.errors import Conflict, NotFound, Unprocessable, field_error
+from scheduler_core.errors import Conflict, NotFound, SchedulerError, Unprocessable, field_error
 from scheduler_core.job_control import JobControl
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec
-from scheduler_core.ports import JobStore, Page
+from scheduler_core.ports import CreateOnce, JobStore, KeyInUse, KeyReused, Page
 from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
 from scheduler_core.target_access import TargetAccess
 
@@ -52,8 +52,11 @@ class JobService:
         clock: Clock,
         lifecycle: RunLifecycle,
         targets: TargetAccess | None = None,
+        creates: CreateOnce | None = None,
     ) -> None:
         self._store = store
+        # Creates sent with an Idempotency-Key; None: the header is not honoured (some tests).
+        self._creates = creates
         self._dispatcher = dispatcher
         self._clock = clock
         self._lifecycle = lifecycle
@@ -66,7 +69,39 @@ class JobService:
         """What a job's fields cannot say alone, for a create and for a patch alike."""
         self._targets.check(request.target)
 
-    def create(self, tenant: str, request: JobCreate) -> Job:
+    def begin_invocation(self, context: object) -> None:
+        if self._creates is not None:
+            self._creates.begin_invocation(context)
+
+    def create(self, tenant: str, request: JobCreate, idempotency_key: str | None = None) -> Job:
+        """A new job; or, for an `idempotency_key` this tenant sent before with the same
+        request, the job that request made, as it is now."""
+        if idempotency_key is None or self._creates is None:
+            return self._create(tenant, request)
+        made: list[Job] = []
+
+        def create() -> str:
+            made.append(self._create(tenant, request))
+            return made[0].job_id
+
+        field = "Idempotency-Key"
+        try:
+            job_id = self._creates.job_id(tenant, idempotency_key, request.model_dump(mode="json"), create)
+        except KeyReused:
+            raise Unprocessable(
+                "this Idempotency-Key was sent before with another job; use a new key for a new job",
+                [field_error(field, "was used with another request body")],
+            ) from None
+        except KeyInUse:
+            raise SchedulerError(
+                "the first request with this Idempotency-Key is still being served; try again shortly",
+                [field_error(field, "is in use by a request in progress")],
+                "CONFLICT",
+                409,
+            ) from None
+        return made[0] if made else self.get(tenant, job_id)
+
+    def _create(self, tenant: str, request: JobCreate) -> Job:
         now = self._clock.now()
         self._check_request(request)
         schedule = request.schedule

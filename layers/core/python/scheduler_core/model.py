@@ -722,6 +722,10 @@ class Run(BaseModel):
     # A missed firing caught up (misfire CATCH_UP, limited concurrency): it waits for a slot,
     # never SKIPPED, for its retries too (see `overlap`).
     caught_up: bool = False
+    # An attempt's target call that succeeded after its worker had lost the lease: the
+    # run's next attempt finishes with this answer instead of calling again (see `execution`).
+    delivered_at: datetime | None = None
+    delivered_code: int | None = None
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -734,7 +738,16 @@ class Run(BaseModel):
 
     def to_api(self) -> dict[str, Any]:
         body = self.model_dump(
-            mode="json", exclude={"first_attempt", "due_at", "lease_until", "holds_slot", "caught_up"}
+            mode="json",
+            exclude={
+                "first_attempt",
+                "due_at",
+                "lease_until",
+                "holds_slot",
+                "caught_up",
+                "delivered_at",
+                "delivered_code",
+            },
         )
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
             body[name] = iso_or_none(getattr(self, name))

@@ -3,7 +3,7 @@ them with boto3; tests may pass anything that fits."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -49,6 +49,27 @@ class StoreContention(Exception):
 class SlotsChanged(Exception):
     """A write conditioned on a job's running slots (`running_count`, `buffered_run_ms`) as
     read found them changed: read the job again and decide again."""
+
+
+class KeyReused(Exception):
+    """An idempotency key sent again with another request than the one it was first sent with."""
+
+
+class KeyInUse(Exception):
+    """The first request with an idempotency key is still being served."""
+
+
+class CreateOnce(Protocol):
+    """Runs a job's creation once per (tenant, idempotency key) for a while (see `idempotency`)."""
+
+    def job_id(self, tenant: str, key: str, body: dict[str, Any], create: Callable[[], str]) -> str:
+        """The id of the job `create` made for this key: made now, or by an earlier request
+        with the same `body`. KeyReused for another body, KeyInUse while the first runs."""
+        ...
+
+    def begin_invocation(self, context: Any) -> None:
+        """Called once per API invocation with its Lambda context."""
+        ...
 
 
 class JobStore(Protocol):
@@ -129,6 +150,10 @@ class JobStore(Protocol):
         response_code: int | None = None,
         lateness_ms: int | None = None,
         complete_job: bool = False,
+    ) -> bool: ...
+
+    def record_late_success_if_may_run_again(
+        self, run: RunRef, response_code: int | None, now: datetime
     ) -> bool: ...
 
     def retry_run_if_held(

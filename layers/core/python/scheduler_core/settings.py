@@ -49,8 +49,8 @@ class Settings(BaseModel):
     resend_after_seconds: int = Field(60, alias="RESEND_AFTER_SECONDS", ge=1, le=3600)
     # How often a long target call renews its lease; 0: a third of the lease.
     heartbeat_seconds: float = Field(0, alias="HEARTBEAT_SECONDS", ge=0)
-    # How long a successful target call is remembered (duplicates of the run get its answer).
-    idempotency_expiry_seconds: int = Field(3600, alias="IDEMPOTENCY_EXPIRY_SECONDS", ge=60)
+    # How long a create's Idempotency-Key is remembered (a create sent again gets its job).
+    idempotency_expiry_seconds: int = Field(86400, alias="IDEMPOTENCY_EXPIRY_SECONDS", ge=60)
     run_retention_days: int = Field(30, alias="RUN_RETENTION_DAYS", ge=1)
     max_request_bytes: int = Field(256 * 1024, alias="MAX_REQUEST_BYTES", ge=1)
     # Where the stack runs: a queue URL naming no region, and an event bus given by name, are

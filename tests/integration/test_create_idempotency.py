@@ -1,0 +1,126 @@
+"""`POST /v1/jobs` with an `Idempotency-Key` header (DESIGN §7): a create sent again gets the
+job the first one made, through the real handler and Powertools idempotency on moto."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from scheduler_core.store import DynamoJobStore
+from tests.support.events import BOB
+from tests.support.harness import ApiReply, FrozenClock, SchedulerHarness
+from tests.support.receiver import WebhookReceiver
+
+
+def job_body(receiver: WebhookReceiver, clock: FrozenClock, name: str = "report") -> dict[str, Any]:
+    at = (clock.now() + timedelta(hours=1)).isoformat()
+    return {"name": name, "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
+
+
+def create(cloud: SchedulerHarness, body: dict[str, Any], key: str | None, **kw: Any) -> ApiReply:
+    headers = {"Idempotency-Key": key} if key is not None else {}
+    return cloud.call("POST", "/v1/jobs", body, headers=headers, **kw)
+
+
+def job_ids(cloud: SchedulerHarness, **kw: Any) -> list[str]:
+    reply = cloud.call("GET", "/v1/jobs", **kw)
+    assert reply.status == 200, reply.body
+    return [job["job_id"] for job in reply.body["items"]]
+
+
+def test_a_create_sent_again_with_its_key_returns_the_same_job_as_it_is_now(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    body = job_body(receiver, clock)
+    first = create(cloud, body, "order-42")
+    assert first.status == 201, first.body
+    assert cloud.call("POST", f"/v1/jobs/{first.body['job_id']}/pause").status == 200
+
+    again = create(cloud, body, "order-42")
+    assert again.status == 201, again.body
+    assert again.body["job_id"] == first.body["job_id"]
+    assert again.body["status"] == "PAUSED"  # the job as it is now, not as it was made
+    assert job_ids(cloud) == [first.body["job_id"]]
+
+
+def test_creates_without_a_key_or_with_different_keys_make_different_jobs(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    body = job_body(receiver, clock)
+    made = [create(cloud, body, key).body["job_id"] for key in (None, None, "a", "b")]
+    assert len(set(made)) == 4
+    assert sorted(job_ids(cloud)) == sorted(made)
+
+
+def test_a_key_is_the_tenants_own(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    body = job_body(receiver, clock)
+    alice = create(cloud, body, "nightly")
+    bob = create(cloud, body, "nightly", caller=BOB)
+    assert (alice.status, bob.status) == (201, 201)
+    assert alice.body["job_id"] != bob.body["job_id"]
+    assert job_ids(cloud, caller=BOB) == [bob.body["job_id"]]
+
+
+def test_the_same_key_with_another_body_is_refused_naming_the_header(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    first = create(cloud, job_body(receiver, clock), "k1")
+    assert first.status == 201, first.body
+    other = create(cloud, job_body(receiver, clock, name="another"), "k1")
+    assert other.status == 422, other.body
+    assert other.body["error"]["code"] == "UNPROCESSABLE"
+    assert other.body["error"]["details"] == [
+        {"field": "Idempotency-Key", "message": "was used with another request body"}
+    ]
+    assert "use a new key" in other.body["error"]["message"]
+    assert job_ids(cloud) == [first.body["job_id"]]
+
+
+def test_a_create_that_failed_leaves_its_key_free(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    past = job_body(receiver, clock) | {"schedule": {"at": (clock.now() - timedelta(hours=1)).isoformat()}}
+    refused = create(cloud, past, "retry-me")
+    assert refused.status == 422, refused.body
+    fixed = create(cloud, job_body(receiver, clock), "retry-me")
+    assert fixed.status == 201, fixed.body
+    assert job_ids(cloud) == [fixed.body["job_id"]]
+
+
+def test_a_key_sent_while_its_first_create_is_in_progress_is_a_409(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second request arrives while the first is still writing its job."""
+    body = job_body(receiver, clock)
+    meanwhile: list[ApiReply] = []
+    put = DynamoJobStore.put_job_if_absent
+
+    def put_while_another_arrives(store: DynamoJobStore, job: Any) -> None:
+        if not meanwhile:
+            meanwhile.append(create(cloud, body, "slow"))
+        put(store, job)
+
+    monkeypatch.setattr(DynamoJobStore, "put_job_if_absent", put_while_another_arrives)
+    first = create(cloud, body, "slow")
+    assert first.status == 201, first.body
+    [second] = meanwhile
+    assert second.status == 409, second.body
+    assert second.body["error"]["details"] == [
+        {"field": "Idempotency-Key", "message": "is in use by a request in progress"}
+    ]
+    assert job_ids(cloud) == [first.body["job_id"]]
+    assert create(cloud, body, "slow").body["job_id"] == first.body["job_id"]  # done: replayed
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256])
+def test_a_key_of_no_or_too_many_characters_is_a_400_naming_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, key: str
+) -> None:
+    reply = create(cloud, job_body(receiver, clock), key)
+    assert reply.status == 400, reply.body
+    assert [detail["field"] for detail in reply.body["error"]["details"]] == ["Idempotency-Key"]
+    assert job_ids(cloud) == []
