@@ -223,9 +223,14 @@ def test_a_worker_that_dies_mid_call_is_retried_at_lease_expiry_with_one_effect(
     assert (run.status, run.attempt, calls(receiver, message.run_id)) == (RunStatus.RUNNING, 1, called)
     lease = timedelta(seconds=cloud.settings.run_lease_seconds)
     assert run.lease_until == fire_at + lease
+    resend = timedelta(seconds=cloud.settings.resend_after_seconds)
+    assert run.due_at == fire_at + resend  # the start left the run's re-send timer in place
 
     clock.move_to(fire_at + lease - timedelta(seconds=1))
-    assert watched(cloud.poll()) == {}  # the lease still holds: nobody takes the run
+    # The re-send timer came first: the lease still holds, so the timer moves to the lease.
+    assert watched(cloud.poll()) == {"lease_holds": 1}
+    assert stored_run(cloud, message.run_id).due_at == fire_at + lease
+    assert watched(cloud.poll()) == {}  # nobody takes the run
     assert cloud.deliver() == 0  # the message is still invisible
 
     clock.move_to(fire_at + lease + timedelta(seconds=1))

@@ -177,7 +177,13 @@ class World:
         all shards and deliver, as the deployed poller and queue mappings would (no fault any
         more). Returns the time before the last worker pass: every run due by then must have
         ended. (A dead worker's message that is still in flight is stale by then.)"""
-        timers = [run.due_at for run in self.runs() if run.due_at is not None]
+        # A running attempt's timer may still be its re-send timer: the watchdog acts on its
+        # lease once both are up.
+        timers = [
+            max(time for time in (run.due_at, run.lease_until) if time is not None)
+            for run in self.runs()
+            if run.due_at is not None
+        ]
         self.clock.move_to(max([self.clock.now() + timedelta(seconds=61), *timers]) + timedelta(seconds=1))
         self.poll(None)  # lost attempts are retried or failed; lost messages are sent again
         self.deliver()

@@ -754,13 +754,15 @@ def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
     assert [run.job_id for r in reports for run in r.claimed] == [later["job_id"]]
 
 
-def test_a_run_started_early_goes_on_when_the_resume_lands_before_the_worker_sets_it_aside(
+def test_a_firing_paused_while_its_worker_waits_and_resumed_as_it_looks_again_runs_once(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    """A worker takes 10:05 early; the job is paused while it waits for 10:05; it reads the job
-    PAUSED, but the resume lands before it sets the run aside. Setting aside is conditioned on
-    the job still being paused, so the run goes on and calls its target; the resume saw it
-    running, so FIRE_ONCE fires nothing more: the firing runs once."""
+    """A worker gets 10:05's message early and waits for 10:05; the job is paused meanwhile, so
+    its start (conditioned on the job as read) fails; it reads the job again, PAUSED, but the
+    resume lands (at 10:05:30) before it sets the run aside. Setting aside is conditioned on
+    the job still being paused, so the worker reads again and tries to start; the resume
+    found the run not started, past its time, so FIRE_ONCE replaced it with one run now.
+    Either way the firing runs once: no second call, nothing skipped."""
     job_id = cloud.create(http_job(receiver, cron="*/5 * * * *"))["job_id"]
     five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     clock.move_to(five - timedelta(seconds=90))
@@ -782,7 +784,7 @@ def test_a_run_started_early_goes_on_when_the_resume_lands_before_the_worker_set
         job = real_get_job(job_id_read)
         if slept:
             reads_after += 1
-            if reads_after == 1:  # the worker's last read before the call: PAUSED; then a resume
+            if reads_after == 1:  # the worker's read after its start failed: PAUSED; then a resume
                 assert job is not None
                 assert job.status == "PAUSED"
                 clock.move_to(five + timedelta(seconds=30))
@@ -800,12 +802,14 @@ def test_a_run_started_early_goes_on_when_the_resume_lands_before_the_worker_set
     cloud.poll()
     cloud.deliver()
     called = [r.headers["x-scheduler-scheduled-for"] for r in receiver.requests]
-    assert called.count(iso(five)) == 1
-    assert len(called) == len(set(called))  # no firing twice, no stand-in run for 10:05
+    assert len(called) == len(set(called))  # no firing twice
+    stand_in = five + timedelta(seconds=30)
+    assert [c for c in called if iso(five) <= c < iso(five + MINUTE)] == [iso(stand_in)]
     runs = {r["scheduled_for"]: r for r in runs_of(cloud, job_id, "?limit=100")}
-    # Called at once (at the resume, 30 s late), not left aside for the watchdog 15 min later.
-    assert (runs[iso(five)]["status"], runs[iso(five)]["lateness_ms"]) == ("SUCCEEDED", 30_000)
-    assert {run["status"] for run in runs.values()} == {"SUCCEEDED"}  # none SKIPPED behind it
+    assert runs[iso(five)]["status"] == "CANCELLED"  # replaced by the resume's run, never called
+    # Called at once (at the resume), not left aside for the watchdog 15 min later.
+    assert (runs[iso(stand_in)]["status"], runs[iso(stand_in)]["lateness_ms"]) == ("SUCCEEDED", 0)
+    assert {run["status"] for run in runs.values()} == {"SUCCEEDED", "CANCELLED"}  # none SKIPPED
 
 
 def test_a_new_schedule_while_paused_cancels_the_runs_the_old_one_set_aside(

@@ -390,12 +390,13 @@ def test_the_slot_of_a_dead_workers_run_is_given_back_when_its_cancelled_job_let
     assert slots(cloud, job_id) == (0, None)
 
 
-def test_a_run_set_aside_by_its_worker_before_the_call_gives_its_slot_back(
+def test_a_run_whose_job_is_paused_before_its_start_is_set_aside_without_a_slot(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    """The worker took the run (and a slot) a little early; the job is paused before the run's
-    time, so the worker sets it aside, uncalled, still waiting for the resume, and gives the
-    slot back."""
+    """The worker got the run's message a little early and waits for its time before it
+    takes a slot; the job is paused meanwhile, so its start (conditioned on the job as read)
+    fails, and the worker sets the run aside, uncalled, still waiting for the resume, never
+    having taken the slot."""
     job_id = cloud.create(every_minute(receiver))["job_id"]
     waiting = clock.sleep_until
     taken: list[tuple[int, int | None]] = []
@@ -408,7 +409,7 @@ def test_a_run_set_aside_by_its_worker_before_the_call_gives_its_slot_back(
     clock.move_to(at(1) - timedelta(seconds=1))
     clock.sleep_until = pause_meanwhile  # type: ignore[method-assign]
     assert cloud.deliver() == 1
-    assert taken == [(1, None)]
+    assert taken == [(0, None)]
     assert statuses(cloud, job_id)[mark(at(1))] == "PENDING"
     assert receiver.requests == []
     assert slots(cloud, job_id) == (0, None)
@@ -422,14 +423,14 @@ def test_a_run_set_aside_by_its_worker_before_the_call_gives_its_slot_back(
     assert slots(cloud, job_id) == (0, None)
 
 
-# --- decisions made early, duplicates, changes of policy ------------------------------------------
+# --- early messages, duplicates, changes of policy ------------------------------------------
 
 
-def test_a_skip_decided_before_the_runs_time_is_decided_again_at_its_time(
+def test_a_run_whose_message_comes_early_is_admitted_at_its_time(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    """The worker takes a run up to a few seconds early. If the slots are all taken then, it
-    waits for the run's time and looks again: the run before may have ended meanwhile."""
+    """The worker gets a run's message up to a few seconds early, while the slots are all
+    taken. It decides at the run's time, not before: the run before may have ended meanwhile."""
     job_id = cloud.create(every_minute(receiver))["job_id"]
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
     waiting = clock.sleep_until
@@ -532,15 +533,10 @@ def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_comple
     cannot complete, and the run still ends and gives its slot back."""
     job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": mark(at(1))}})["job_id"]
     store, now = store_of(cloud), clock.now()
-    job = store.get_job(job_id)
+    job, waiting = store.get_job_and_run(job_id, int(at(1).timestamp() * 1000))
     assert job is not None
-    message = RunMessage(
-        job_id=job_id,
-        run_id=f"{job_id}:{int(at(1).timestamp() * 1000)}",
-        scheduled_for_ms=int(at(1).timestamp() * 1000),
-        attempt=1,
-    )
-    run = store.start_run_in_slot(message, job, now, now + timedelta(minutes=9), "worker-a")
+    assert waiting is not None
+    run = store.start_run_in_slot(waiting, job, now, now + timedelta(minutes=9), "worker-a")
     assert run is not None
     assert run.holds_slot
     assert slots(cloud, job_id) == (1, None)

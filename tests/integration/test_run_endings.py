@@ -129,11 +129,10 @@ def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
         scheduled_for_ms=int(manual["run_id"].split(":")[1]),
         attempt=1,
     )
-    before_slot = store.get_job(job["job_id"])
+    before_slot, manual_run = store.get_job_and_run(job["job_id"], manual_message.scheduled_for_ms)
     assert before_slot is not None
-    assert (
-        store.start_run_in_slot(manual_message, before_slot, now, now + timedelta(minutes=9), "w") is not None
-    )
+    assert manual_run is not None
+    assert store.start_run_in_slot(manual_run, before_slot, now, now + timedelta(minutes=9), "w") is not None
     read = store.get_job(job["job_id"])  # as the worker of the one-off's run reads it: slot taken
     assert read is not None
     assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/pause").status == 200

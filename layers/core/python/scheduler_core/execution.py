@@ -9,8 +9,10 @@ the finish write: the next attempt calls again with the same `Idempotency-Key`. 
 succeeds after its worker lost the lease is recorded on the run, and the next attempt that
 has not called yet finishes with it.
 
-A message is a pointer; the run item decides. A duplicate or stale message finds the run
-already started (or finished, or at another attempt) and is dropped. Every write after the
+A message is a pointer; the run item decides. The worker reads the job and the run together
+(one BatchGetItem), waits for the run's time (SQS delivers a little early), then starts it.
+A duplicate or stale message finds the run already started (or finished, or at another
+attempt) and is dropped, with no write. Every write after the
 start is fenced by the attempt and this worker's lease owner token: a worker that lost its
 lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
 fail the run. A message for a job cancelled before the call cancels its run. A message for
@@ -18,8 +20,10 @@ a job paused before the call sets its run aside, still waiting, same attempt, fo
 to decide (the job's misfire policy); a manual run goes on: it was asked for by name.
 
 The start honours the job's concurrency policy (`overlap`): the attempt takes one of the
-job's running slots in the same transaction, or the run waits for one (BUFFER_ONE) or is
-skipped. Every write that ends the attempt gives the slot back.
+job's running slots in the same transaction, conditioned on the job's version as read (so a
+pause, cancel or change since is read again before any call), or the run waits for one
+(BUFFER_ONE) or is skipped. Every write that ends the attempt gives the slot back. An ALLOW
+run's start writes only the run, so its worker reads the job once more before the call.
 """
 
 from __future__ import annotations
@@ -60,6 +64,16 @@ def _duplicate(context: dict[str, object]) -> Outcome:
 def _goes_on_while_paused(job: Job, run: Run) -> bool:
     """A paused job stops its scheduled runs, not a manual one: that was asked for by name."""
     return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
+
+
+def _timer_at_start(run: Run, now: datetime, lease_until: datetime) -> datetime | None:
+    """Where a starting run's timer goes: it stays (None) when it comes before the lease
+    ends, as its re-send timer does; the watchdog then moves it to the lease's end if the
+    attempt still runs, so a run that ends in time never rewrites its index entry. A timer
+    already up, or none, or one after the lease's end moves to the lease's end now."""
+    if run.due_at is not None and now < run.due_at <= lease_until:
+        return None
+    return lease_until
 
 
 class Outcome(StrEnum):
@@ -109,28 +123,34 @@ class RunExecutor:
 
     def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
-        job = self._job_going_on(message, context)
+        read_job, waiting = self._store.get_job_and_run(message.job_id, message.scheduled_for_ms)
+        job = self._job_going_on(message, context, read_job, waiting)
         if isinstance(job, Outcome):
             return job
+        if waiting is None or waiting.attempt != message.attempt or waiting.status not in WAITING:
+            return _duplicate(context)  # started, finished or moved on: nothing to write
 
         due = from_ms(message.due_ms)
         now = self._clock.now()
         if due - now > self._max_early:
             raise RunNotDueYet(message.run_id, (due - now).total_seconds())
-        # Take the run as soon as its message arrives (a little early, by design): the
-        # conditional write happens before the run's time, not on its critical path.
+        # SQS delays in whole seconds and a little early; the rest of the wait happens here,
+        # before the start, so that the start's conditional write fences the job as it is at
+        # the run's time: one paused, cancelled or changed meanwhile is read again.
+        self._clock.sleep_until(due)
         owner = uuid.uuid4().hex
-        started = self._start(job, message, owner, due, context)
+        started = self._start(job, message, waiting, owner, context)
         if isinstance(started, Outcome):
             return started
-        run = started
-
-        # SQS delays in whole seconds and a little early; the rest of the wait happens here.
-        self._clock.sleep_until(due)
-        # A cancel or pause may have landed while we waited: one read before the call.
-        current = self._unless_paused(self._store.get_job(message.job_id), run, owner, context)
-        if isinstance(current, Outcome):
-            return current
+        run, fenced = started
+        if fenced is None:
+            # Started without a write to its job (ALLOW): a cancel or pause may have landed
+            # since the job was read; one read before the call.
+            current = self._unless_paused(self._store.get_job(message.job_id), run, owner, context)
+            if isinstance(current, Outcome):
+                return current
+        else:
+            current = fenced
         if current is None or current.status is JobStatus.CANCELLED:
             self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
             logger.info(
@@ -177,12 +197,18 @@ class RunExecutor:
             return Outcome.SET_ASIDE
         raise StoreContention(f"job {run.job_id} kept being paused and resumed")
 
-    def _job_going_on(self, message: RunMessage, context: dict[str, object]) -> Job | Outcome:
-        """The run's job, read now; or the outcome for a run whose job is gone, cancelled (the
-        run is cancelled) or paused (the run is set aside, on the condition that the job is
-        still paused: a manual one excepted)."""
+    def _job_going_on(
+        self,
+        message: RunMessage,
+        context: dict[str, object],
+        job: Job | None,
+        run: Run | None = None,
+    ) -> Job | Outcome:
+        """The run's job (`job`, as just read); or the outcome for a run whose
+        job is gone, cancelled (the run is cancelled) or paused (the run is set aside, on the
+        condition that the job is still paused: a manual one excepted). `run`: the run as
+        read, if it was."""
         for _ in range(ADMISSION_TRIES):
-            job = self._store.get_job(message.job_id)
             if job is None:
                 logger.warning("message for a job that does not exist", extra=context)
                 return Outcome.JOB_GONE
@@ -190,12 +216,13 @@ class RunExecutor:
                 self._store.cancel_run_if_not_started(message, self._clock.now())
                 logger.info("run cancelled: its job is CANCELLED", extra=context)
                 return Outcome.CANCELLED
-            if job.status is not JobStatus.PAUSED or self._manual_while_paused(job, message):
+            if job.status is not JobStatus.PAUSED or self._manual_while_paused(job, message, run):
                 return job
             timer = self._lifecycle.paused_timer(self._clock.now())
             aside = self._store.set_aside_while_paused(message, timer)
-            if aside is None:
-                continue  # resumed since we read it: read it again
+            if aside is None:  # resumed since we read it: read it again
+                job = self._store.get_job(message.job_id)
+                continue
             if not aside:
                 return _duplicate(context)
             logger.info("run set aside: its job is PAUSED", extra=context)
@@ -203,42 +230,41 @@ class RunExecutor:
         raise StoreContention(f"job {message.job_id} kept being paused and resumed")
 
     def _start(
-        self, job: Job, message: RunMessage, owner: str, due: datetime, context: dict[str, object]
-    ) -> Run | Outcome:
-        """Start the attempt under its job's concurrency policy (`overlap.admit`): take a
-        running slot and return the run as started, or leave the run waiting for a slot
-        (BUFFERED) or skip it (SKIPPED). A duplicate or stale message is dropped (DUPLICATE).
+        self, job: Job, message: RunMessage, waiting: Run, owner: str, context: dict[str, object]
+    ) -> tuple[Run, Job | None] | Outcome:
+        """Start the attempt (`waiting`, the run as read) under its job's concurrency policy
+        (`overlap.admit`): take a running slot and return the run as started with the job
+        its start fenced (None for ALLOW, whose start writes nothing to its job), or leave
+        the run waiting for a slot (BUFFERED) or skip it (SKIPPED). A duplicate or stale
+        message is dropped (DUPLICATE).
 
-        Each decision is written on the condition that the job's slots are still as read; if
-        they changed, the job is read again and the decision made again. A decision other
-        than START made early (the message arrived before the run's time) waits for that time
-        and is made again then, so a run that ends just before it leaves its slot in time."""
-        waited = False
-        caught_up: bool | None = None  # read from the run only when it matters
+        Each decision is written on the condition that the job is still as read (its slots,
+        and for a start its version); if it changed, the job is read again and the decision
+        made again."""
+        me = message.scheduled_for_ms
+        due = from_ms(message.due_ms)
         for _ in range(ADMISSION_TRIES):
             now = self._clock.now()
+            lease_until = now + self._lease
+            timer = _timer_at_start(waiting, now, lease_until)
             policy = job.concurrency
             if policy.overlap is Overlap.ALLOW:  # no limit: nothing is counted
-                run = self._store.start_run_if_waiting(message, now, now + self._lease, owner)
-                return run if run is not None else _duplicate(context)
-            me = message.scheduled_for_ms
+                run = self._store.start_run_if_waiting(message, now, lease_until, owner, timer)
+                return (run, None) if run is not None else _duplicate(context)
             queue = job.catch_up_queue_ms
-            admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, bool(caught_up))
-            decided_without = admission in (Admission.SKIP, Admission.BUFFER) and caught_up is None
-            if decided_without and queues_when_caught_up(job):
-                # A caught-up firing out of the queue (its retry) is never skipped: one read.
-                caught_up = self._is_caught_up(message)
-                admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
+            # A caught-up firing out of the queue (its retry) is never skipped.
+            caught_up = waiting.caught_up and queues_when_caught_up(job)
+            admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
             try:
                 if admission is Admission.START:
-                    run = self._store.start_run_in_slot(message, job, now, now + self._lease, owner)
+                    run = self._store.start_run_in_slot(waiting, job, now, lease_until, owner, timer)
                     if run is None:
                         return _duplicate(context)
                     if queue or job.misfire is MisfirePolicy.CATCH_UP:
                         # Read after this start: a release that woke this run (not the next one)
                         # while a slot is still free is made up for.
                         self._lifecycle.wake_first_caught_up(job.job_id)
-                    return run
+                    return run, job
                 if waits_behind_another(policy, job.buffered_run_ms, me) and self._buffered_run_ended(job):
                     pass  # decide again without it
                 elif admission is Admission.WAIT_TURN:
@@ -246,18 +272,15 @@ class RunExecutor:
                         return self._wait_turn(message, now, context)
                 elif admission is Admission.REJOIN:
                     return self._rejoin(job, message, now, context)
-                elif not waited and now < due:
-                    waited = True
-                    self._clock.sleep_until(due)
                 elif admission is Admission.BUFFER:
                     return self._buffer(job, message, due, now, context)
                 else:
-                    return self._skip(job, message, now, context)
+                    return self._skip(job, message, waiting, now, context)
             except SlotsChanged:
                 pass
             except StoreContention:
                 logger.info("running slots contended; deciding again", extra=context)
-            again = self._job_going_on(message, context)
+            again = self._job_going_on(message, context, self._store.get_job(message.job_id), waiting)
             if isinstance(again, Outcome):
                 return again
             job = again
@@ -284,10 +307,6 @@ class RunExecutor:
         logger.info("caught-up run back at the front of the catch-up queue", extra=context)
         return Outcome.WAITING_TURN
 
-    def _is_caught_up(self, message: RunMessage) -> bool:
-        run = self._store.get_run(message.job_id, message.scheduled_for_ms)
-        return run is not None and run.caught_up
-
     def _buffered_run_ended(self, job: Job) -> bool:
         """Whether the job's buffered run ended without starting (cancelled, failed, its job
         changed policy...): then it is forgotten, so the runs behind it go on."""
@@ -308,30 +327,25 @@ class RunExecutor:
         metrics.add_metric(name="RunsBuffered", unit="Count", value=1)
         return Outcome.BUFFERED
 
-    def _skip(self, job: Job, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
+    def _skip(
+        self, job: Job, message: RunMessage, run: Run, now: datetime, context: dict[str, object]
+    ) -> Outcome:
         reason = skip_reason(
             job.concurrency, job.running_count, job.buffered_run_ms, message.scheduled_for_ms
         )
-        complete = False
-        if job.status is JobStatus.SCHEDULED and job.next_fire_at is None:
-            # Perhaps the job's last run: then skipping it completes the job (one more read).
-            run = self._store.get_run(message.job_id, message.scheduled_for_ms)
-            if run is None:
-                return _duplicate(context)
-            complete = is_last(job, run)
+        # Perhaps the job's last run: then skipping it completes the job.
+        complete = job.status is JobStatus.SCHEDULED and job.next_fire_at is None and is_last(job, run)
         if not self._store.skip_run_if_waiting(message, job, now, reason, complete):
             return _duplicate(context)
         logger.info(RUN_FINISHED, extra=context | {"status": "SKIPPED", "error": reason})
         metrics.add_metric(name="RunsSkipped", unit="Count", value=1)
         return Outcome.SKIPPED
 
-    def _manual_while_paused(self, job: Job, message: RunMessage) -> bool:
-        """Whether the message is a manual run's and its job is paused (one more read, only
-        for a paused job): a manual run goes on while its job is paused."""
-        if job.status is not JobStatus.PAUSED:
-            return False
-        run = self._store.get_run(message.job_id, message.scheduled_for_ms)
-        return run is not None and _goes_on_while_paused(job, run)
+    @staticmethod
+    def _manual_while_paused(job: Job, message: RunMessage, run: Run | None) -> bool:
+        """Whether the message is a manual run's (`run`, as read with its job) and its job is
+        paused: a manual run goes on while its job is paused."""
+        return job.status is JobStatus.PAUSED and run is not None and _goes_on_while_paused(job, run)
 
     def _record(
         self,

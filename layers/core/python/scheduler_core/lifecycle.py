@@ -228,6 +228,9 @@ class RunLifecycle:
     def watch(self, run: Run, now: datetime) -> str:
         """Act on a run whose timer is up; returns what was done (for the poll report)."""
         if run.status is RunStatus.RUNNING:
+            if run.lease_until is not None and run.lease_until > now:
+                # Its re-send timer, left in place by the start: wait for the lease instead.
+                return "lease_holds" if self._store.move_timer_to_lease_if_unchanged(run) else "lost_race"
             return self._lease_expired(run, now)
         return self._resend(run, now)
 

@@ -121,12 +121,22 @@ class JobStore(Protocol):
     def put_run_if_absent(self, run: Run, now: datetime) -> bool: ...
 
     def start_run_if_waiting(
-        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str, timer: datetime | None = None
     ) -> Run | None: ...
 
     def start_run_in_slot(
-        self, run: RunRef, job: Job, now: datetime, lease_until: datetime, owner: str
+        self,
+        run: Run,
+        job: Job,
+        now: datetime,
+        lease_until: datetime,
+        owner: str,
+        timer: datetime | None = None,
     ) -> Run | None: ...
+
+    def move_timer_to_lease_if_unchanged(self, run: Run) -> bool: ...
+
+    def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]: ...
 
     def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
 

@@ -9,9 +9,10 @@ _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.PENDING: frozenset(
         {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.FAILED}
     ),
-    # RUNNING → CANCELLED: a worker took the run early and its job was cancelled before the
-    # run's time, so the target was never called. RUNNING → PENDING (or RETRYING, for a
-    # retry): set aside, the same attempt, when its job was paused before the call.
+    # RUNNING → CANCELLED: a worker started the run (ALLOW: its start does not fence its job)
+    # and found its job cancelled before the call, so the target was never called.
+    # RUNNING → PENDING (or RETRYING, for a retry): set aside, the same attempt, when its
+    # job was paused before the call.
     RunStatus.RUNNING: frozenset(
         {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING, RunStatus.CANCELLED, RunStatus.PENDING}
     ),

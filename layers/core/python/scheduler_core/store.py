@@ -551,6 +551,13 @@ class DynamoJobStore:
         item = reply.get("Item")
         return self._run_from_item(item) if item else None
 
+    def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
+        """A job and one of its runs, read together (one consistent BatchGetItem)."""
+        job_key = _to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK})
+        run_key = self._run_key(job_id, scheduled_for_ms)
+        job, run = self._items_of([job_key, run_key])
+        return (self._job_from_item(job) if job else None, self._run_from_item(run) if run else None)
+
     def list_runs(self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None) -> Page:
         """Newest first (by scheduled time), optionally only those in `status` (a filter:
         see `_page` for what it costs)."""
@@ -839,11 +846,12 @@ class DynamoJobStore:
         return True
 
     def start_run_if_waiting(
-        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str, timer: datetime | None = None
     ) -> Run | None:
         """PENDING/RETRYING → RUNNING for exactly this attempt, leased to `owner` until
-        `lease_until` (the watchdog's timer). None for a duplicate or stale message: the run
-        already started, finished, or moved on to another attempt."""
+        `lease_until`; the run's timer moves to `timer` if given, else stays where it is. None
+        for a duplicate or stale message: the run already started, finished, or moved on to
+        another attempt."""
         condition, values = _status_in_values(RunStatus.RUNNING)
         return self._update_run(
             run.job_id,
@@ -853,7 +861,7 @@ class DynamoJobStore:
                 "started_at_ms": to_ms(now),
                 "lease_until_ms": to_ms(lease_until),
                 "lease_owner": owner,
-                **self._due_attributes(run.job_id, lease_until),
+                **(self._due_attributes(run.job_id, timer) if timer else {}),
             },
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
@@ -901,13 +909,20 @@ class DynamoJobStore:
         return limit
 
     def start_run_in_slot(
-        self, run: RunRef, job: Job, now: datetime, lease_until: datetime, owner: str
+        self,
+        run: Run,
+        job: Job,
+        now: datetime,
+        lease_until: datetime,
+        owner: str,
+        timer: datetime | None = None,
     ) -> Run | None:
-        """`start_run_if_waiting`, taking one of the job's running slots in the same
-        transaction: if fewer than `concurrency.max_running` are taken and, under BUFFER_ONE,
-        no other run waits for one (as `job` was read). The job's buffered run gives up its
-        place as it starts. None for a duplicate or stale message; SlotsChanged when the
-        job's slots are no longer as read."""
+        """`start_run_if_waiting` for `run` as read, taking one of the job's running slots in
+        the same transaction: if the job is still at the version read (not paused, cancelled
+        or changed since) and fewer than `concurrency.max_running` slots are taken and, under
+        BUFFER_ONE, no other run waits for one. The job's buffered run gives up its place as
+        it starts. The run as started (no read after the write); None for a duplicate or
+        stale message; SlotsChanged when the job is no longer as read."""
         me = run.scheduled_for_ms
         condition, values = _status_in_values(RunStatus.RUNNING)
         request = self._run_update(
@@ -919,13 +934,18 @@ class DynamoJobStore:
                 "lease_until_ms": to_ms(lease_until),
                 "lease_owner": owner,
                 "slot": True,
-                **self._due_attributes(run.job_id, lease_until),
+                **(self._due_attributes(run.job_id, timer) if timer else {}),
             },
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
         )
-        conditions = ["(attribute_not_exists(running_count) OR running_count < :max)"]
-        slot_values: dict[str, Any] = {"zero": 0, "one": 1, "max": self._max_running(job)}
+        conditions = ["version = :version", "(attribute_not_exists(running_count) OR running_count < :max)"]
+        slot_values: dict[str, Any] = {
+            "zero": 0,
+            "one": 1,
+            "max": self._max_running(job),
+            "version": job.version,
+        }
         removes = []
         if job.buffered_run_ms == me:
             conditions.append("buffered_run_ms = :me")
@@ -940,7 +960,8 @@ class DynamoJobStore:
         sets = ["running_count = if_not_exists(running_count, :zero) + :one"]
         if not self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values)):
             return None
-        return self.get_run(run.job_id, me)
+        started = {"status": RunStatus.RUNNING, "started_at": now, "lease_until": lease_until}
+        return run.model_copy(update=started | {"holds_slot": True, "due_at": timer or run.due_at})
 
     def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool:
         """Make the waiting run the job's buffered run (BUFFER_ONE): the one that starts when a
@@ -1172,6 +1193,16 @@ class DynamoJobStore:
             }
         )
 
+    def move_timer_to_lease_if_unchanged(self, run: Run) -> bool:
+        """A running attempt's timer came before its lease ends (a start leaves the run's
+        re-send timer in place, which saves two index writes for a run that ends in time):
+        the timer moves to the lease's end, if the attempt and its lease are as read."""
+        assert run.lease_until is not None, "only a leased run has a lease to wait for"
+        condition = f"{_RUNNING_ATTEMPT} AND lease_until_ms = :seen_lease"
+        values = {"running": "RUNNING", "attempt": run.attempt, "seen_lease": to_ms(run.lease_until)}
+        sets = self._due_attributes(run.job_id, run.lease_until)
+        return self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values) is not None
+
     def take_over_expired_lease(
         self,
         run: Run,
@@ -1306,11 +1337,12 @@ class DynamoJobStore:
 
     def set_aside_if_held(self, run: Run, owner: str, due_at: datetime) -> bool | None:
         """RUNNING → waiting again (PENDING, or RETRYING for a retry), same attempt, for the
-        attempt `owner` holds: it found its job paused before it called the target (it had
-        started early, waiting for the run's time). Its running slot, if any, is given back
-        in the same transaction; its timer moves to `due_at`. Only while the job is still
-        PAUSED (see `set_aside_while_paused`): False if the lease was lost, None if the job is
-        no longer paused (nothing written: the run goes on)."""
+        attempt `owner` holds: it found its job paused before it called the target (an ALLOW
+        run, whose start does not fence its job, reads the job once more before the call). Its
+        running slot, if any, is given back in the same transaction; its timer moves to
+        `due_at`. Only while the job is still PAUSED (see `set_aside_while_paused`): False if
+        the lease was lost, None if the job is no longer paused (nothing written: the run
+        goes on)."""
         status = RunStatus.RETRYING if run.attempt > run.first_attempt else RunStatus.PENDING
         request = self._run_update(
             run.job_id,
