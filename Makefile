@@ -62,6 +62,15 @@ CHAOS_ARGS ?=
 chaos: install
 	$(PY) -m bench.chaos $(CHAOS_ARGS)
 
+# Capacity simulation (not in `make test`): the real scheduler_core services in virtual time
+# against in-process moto with models of AWS latency, DynamoDB partition limits and throttling,
+# SQS and Lambda scaling (issue 10 §1). Prints a table, writes bench-results/capacity.json.
+# A short try: make capacity CAPACITY_ARGS='--scenario validate --scale 0.1'
+CAPACITY_ARGS ?=
+.PHONY: capacity
+capacity: install
+	$(PY) -m bench.capacity $(CAPACITY_ARGS)
+
 # Deploy to the AWS account of your current credentials.
 deploy: install
 	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never

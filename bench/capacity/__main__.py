@@ -1,0 +1,109 @@
+"""`python -m bench.capacity` (`make capacity`): the capacity simulation's scenarios; prints
+a table and writes bench-results/capacity.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.capacity.scenarios import validate
+from bench.report import describe_machine, machine, table
+
+SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {"validate": validate}
+OUTPUT = Path("bench-results/capacity.json")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.capacity", description=__doc__)
+    parser.add_argument(
+        "--scenario",
+        choices=[*SCENARIOS, "all"],
+        default="all",
+        help="which scenario to run (default: all that are implemented)",
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the scenario's job count (1.0)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the latency draws (1)")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write the JSON ({OUTPUT})")
+    return parser.parse_args(argv)
+
+
+def summary_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for name, result in results.items():
+        configuration = result["configuration"]
+        lateness = result["lateness_ms"]
+        throttles = sum(result["throttles"]["dynamodb_by_reason"].values()) + sum(
+            result["throttles"]["lambda"].values()
+        )
+        rows.append(
+            [
+                name + (" (sampled)" if result["sampled"] else ""),
+                configuration["shards"],
+                sum(configuration["worker_concurrency"].values()),
+                result["runs_fired"],
+                result["missed"],
+                result["duplicated"],
+                lateness["p50"],
+                lateness["p99"],
+                lateness["max"],
+                result["peak_wcu_hottest_partition"]["units"],
+                throttles,
+                result["aws_requests_per_run"]["functions"],
+                result["write_units_per_run"]["total"],
+                result["wall_seconds"],
+            ]
+        )
+    return rows
+
+
+HEADERS = [
+    "scenario",
+    "shards",
+    "worker conc.",
+    "fired",
+    "missed",
+    "dup.",
+    "late p50 ms",
+    "p99 ms",
+    "max ms",
+    "hot WCU/s",
+    "throttles",
+    "calls/run",
+    "WU/run",
+    "wall s",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    info = machine()
+    print(describe_machine(info), flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        print(f"running {name} (scale {args.scale}) ...", flush=True)
+        results[name] = SCENARIOS[name](scale=args.scale, seed=args.seed)
+    print()
+    print(table(HEADERS, summary_rows(results)))
+    for name, result in results.items():
+        if result["task_failures"]:
+            print(f"{name}: tasks that raised: {result['task_failures']}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m bench.capacity " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": info,
+        "scenarios": results,
+    }
+    args.output.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    print(f"written: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

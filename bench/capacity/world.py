@@ -1,0 +1,328 @@
+"""The simulated stack: the jobs and idempotency tables and the queues in moto, the three
+functions built by `scheduler_core.composition` (the code the deployed handlers run), the
+queue mappings and the poll schedule, with the stack's default settings from cdk.json."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from moto import mock_aws
+
+from bench.capacity.aws import SimulatedAws, sqs_in_virtual_time
+from bench.capacity.kernel import Sim, SimClock, virtual_sleep
+from bench.capacity.lambdas import STANDARD, Account, EventSourceMapping, Function, PollSchedule, ScalingMode
+from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
+from bench.capacity.partitions import CapacityModel
+from infra.config import cdk_json_context
+from infra.local.moto_process import roll_back_items_not_tables
+from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
+from scheduler_core.dispatch import Dispatcher
+from scheduler_core.execution import RunExecutor
+from scheduler_core.jobs import JobService
+from scheduler_core.model import Priority
+from scheduler_core.observability import logger, metrics
+from scheduler_core.settings import Settings
+
+START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
+TARGET_URL = "https://target.example.com/hook"
+API_TIMEOUT_SECONDS = 25  # infra/api.py
+POLLER_TIMEOUT_SECONDS = 60  # infra/poller.py
+METRICS_NAMESPACE = "ServerlessScheduler"
+
+# The tables as infra/ declares them (keys-only indexes: a claim rewrites no index entry).
+JOBS_TABLE: dict[str, Any] = {
+    "TableName": "jobs",
+    "BillingMode": "PAY_PER_REQUEST",
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    "AttributeDefinitions": [
+        {"AttributeName": name, "AttributeType": kind}
+        for name, kind in [
+            ("pk", "S"),
+            ("sk", "S"),
+            ("due_pk", "S"),
+            ("due_sk", "N"),
+            ("tenant", "S"),
+            ("created_key", "S"),
+        ]
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": index,
+            "KeySchema": [
+                {"AttributeName": hash_key, "KeyType": "HASH"},
+                {"AttributeName": range_key, "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }
+        for index, hash_key, range_key in [
+            ("due", "due_pk", "due_sk"),
+            ("by_tenant", "tenant", "created_key"),
+        ]
+    ],
+}
+IDEMPOTENCY_TABLE: dict[str, Any] = {
+    "TableName": "idempotency",
+    "BillingMode": "PAY_PER_REQUEST",
+    "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+    "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+}
+
+
+@dataclass(frozen=True)
+class StackDefaults:
+    """The settings `cdk deploy` gives the stack, from cdk.json's context."""
+
+    shards: int
+    lookahead_seconds: int
+    delivery_lead_seconds: int
+    resend_after_seconds: int
+    worker_timeout_seconds: int
+    max_receive_count: int
+    batch_size: dict[Priority, int]
+    max_concurrency: dict[Priority, int]
+
+    @classmethod
+    def from_cdk_json(cls) -> StackDefaults:
+        context = cdk_json_context()
+        capacity = context["queue_capacity"]
+        return cls(
+            shards=int(context["shards"]),
+            lookahead_seconds=int(context["lookahead_seconds"]),
+            delivery_lead_seconds=int(context["delivery_lead_seconds"]),
+            resend_after_seconds=int(context["resend_after_seconds"]),
+            worker_timeout_seconds=int(context["worker_timeout_seconds"]),
+            max_receive_count=int(context["max_receive_count"]),
+            batch_size={p: int(capacity[p.value]["batch_size"]) for p in Priority},
+            max_concurrency={p: int(capacity[p.value]["max_concurrency"]) for p in Priority},
+        )
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return 6 * self.worker_timeout_seconds  # infra/config.py: six times the worker's timeout
+
+
+@dataclass
+class Arrivals:
+    """Every call the targets received: run id → virtual arrival times (epoch ms)."""
+
+    by_run: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def lateness_ms(self) -> list[float]:
+        """Per run, its first arrival minus its scheduled time (from `run_id = job:ms`)."""
+        return [min(times) - int(run_id.rsplit(":", 1)[1]) for run_id, times in self.by_run.items()]
+
+    def duplicated(self) -> int:
+        return sum(1 for times in self.by_run.values() if len(times) > 1)
+
+
+class _TargetReply:
+    status = 200
+
+    def __enter__(self) -> _TargetReply:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+class World:
+    """One simulated stack in virtual time. Use within `running()`."""
+
+    def __init__(
+        self,
+        defaults: StackDefaults | None = None,
+        *,
+        shards: int | None = None,
+        seed: int = 1,
+        latency_factor: float = 1.0,
+        mode: ScalingMode = STANDARD,
+        account_concurrency: int = 1_000,
+        max_concurrency: dict[Priority, int] | None = None,
+    ) -> None:
+        self.defaults = defaults or StackDefaults.from_cdk_json()
+        self.shards = shards or self.defaults.shards
+        self.sim = Sim(START)
+        self.clock = SimClock(self.sim)
+        self.latency = LatencyModel(seed, latency_factor)
+        self.capacity = CapacityModel()
+        self.account = Account(account_concurrency)
+        self.mode = mode
+        self.max_concurrency = max_concurrency or dict(self.defaults.max_concurrency)
+        self.arrivals = Arrivals()
+        self.log = _LogSink()
+        self.aws: SimulatedAws
+        self.settings: Settings
+        self.api: Function[JobService]
+        self.worker: Function[RunExecutor]
+        self.poller: Function[Dispatcher]
+        self.mappings: dict[Priority, EventSourceMapping] = {}
+        self.schedule: PollSchedule
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[World]:
+        """moto, virtual sleeps, SQS in virtual time, the fake target and a quiet logger."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(mock_aws())
+            stack.callback(roll_back_items_not_tables())  # moto deep-copies whole tables otherwise
+            stack.enter_context(virtual_sleep(self.sim))
+            stack.enter_context(sqs_in_virtual_time(self.sim))
+            stack.enter_context(self._target_answers())
+            stack.enter_context(self._quiet_functions())
+            self.aws = SimulatedAws(self.sim, self.latency, self.capacity)
+            self.settings = self._create_resources()
+            self._build_functions()
+            yield self
+
+    def _create_resources(self) -> Settings:
+        dynamodb = self.aws.plain_client("dynamodb")
+        dynamodb.create_table(**JOBS_TABLE)
+        dynamodb.create_table(**IDEMPOTENCY_TABLE)
+        sqs = self.aws.plain_client("sqs")
+        dlq = sqs.create_queue(QueueName="scheduler-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        redrive = json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": self.defaults.max_receive_count}
+        )
+        urls = {
+            priority: sqs.create_queue(
+                QueueName=f"scheduler-{priority.lower()}",
+                Attributes={
+                    "VisibilityTimeout": str(self.defaults.visibility_timeout_seconds),
+                    "RedrivePolicy": redrive,
+                },
+            )["QueueUrl"]
+            for priority in Priority
+        }
+        return Settings(
+            jobs_table_name="jobs",
+            idempotency_table_name="idempotency",
+            queue_url_high=urls[Priority.HIGH],
+            queue_url_normal=urls[Priority.NORMAL],
+            queue_url_low=urls[Priority.LOW],
+            dlq_url=dlq,
+            shard_count=self.shards,
+            lookahead_seconds=self.defaults.lookahead_seconds,
+            delivery_lead_seconds=self.defaults.delivery_lead_seconds,
+            resend_after_seconds=self.defaults.resend_after_seconds,
+            run_lease_seconds=self.defaults.visibility_timeout_seconds,
+        )
+
+    def _build_functions(self) -> None:
+        settings, clock = self.settings, self.clock
+        sim, aws, account = self.sim, self.aws, self.account
+        self.api = Function(
+            "api", sim, aws, account, lambda c: build_job_service(settings, c, clock), API_TIMEOUT_SECONDS
+        )
+        self.worker = Function(
+            "worker",
+            sim,
+            aws,
+            account,
+            lambda c: build_run_executor(settings, c, clock),
+            self.defaults.worker_timeout_seconds,
+        )
+        self.poller = Function(
+            "poller",
+            sim,
+            aws,
+            account,
+            lambda c: build_dispatcher(settings, c, clock),
+            POLLER_TIMEOUT_SECONDS,
+        )
+        for priority in Priority:
+            self.mappings[priority] = EventSourceMapping(
+                sim,
+                aws,
+                self.worker,
+                settings.queue_url(priority),
+                self.defaults.batch_size[priority],
+                self.max_concurrency[priority],
+                self.mode,
+            )
+        # EventBridge fires a rate rule at a second of the minute fixed when it was created.
+        self.schedule = PollSchedule(sim, self.poller, self.shards, self.latency.uniform(0.0, 60.0))
+
+    def start(self, first_poll_minute: float = 0.0) -> None:
+        for mapping in self.mappings.values():
+            mapping.start()
+        self.schedule.start(first_poll_minute)
+
+    # --- the target -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _target_answers(self) -> Iterator[None]:
+        """HTTP targets answer 200 after `TARGET_CALL_SECONDS`, with no network: the worker's
+        own `urllib.request.urlopen` call is answered here, and the arrival recorded."""
+        real = urllib.request.urlopen
+
+        def urlopen(request: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.sim.in_task():
+                return real(request, *args, **kwargs)
+            run_id = request.get_header("X-scheduler-run-id")
+            self.arrivals.by_run[run_id].append(self.sim.now().timestamp() * 1000.0)
+            self.sim.sleep(TARGET_CALL_SECONDS)
+            return _TargetReply()
+
+        urllib.request.urlopen = urlopen  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            urllib.request.urlopen = real
+
+    @contextlib.contextmanager
+    def _quiet_functions(self) -> Iterator[None]:
+        """The functions' log lines and metrics are counted, not printed."""
+        handler = logger.registered_handler
+        stream = handler.setStream(self.log)  # type: ignore[attr-defined]
+        # As deployed (POWERTOOLS_METRICS_NAMESPACE): Powertools flushes every 100 values of a
+        # metric, and refuses to without a namespace.
+        saved = metrics.provider.namespace
+        metrics.provider.namespace = metrics.provider.namespace or METRICS_NAMESPACE
+        try:
+            with contextlib.redirect_stdout(self.log):
+                yield
+        finally:
+            metrics.clear_metrics()
+            metrics.provider.namespace = saved
+            handler.setStream(stream)  # type: ignore[attr-defined]
+
+
+class _LogSink(io.TextIOBase):
+    """Keeps no text: counts lines by their `message`, and bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+        self.messages: dict[str, int] = defaultdict(int)
+
+    def write(self, text: str) -> int:
+        self.bytes += len(text.encode())
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                key = f"{record.get('level', 'METRICS')} {record.get('message', '')}"
+                self.messages[key] += 1
+        return len(text)
+
+
+def poll_summary(polls: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = [p["seconds"] for p in polls if not p["throttled"]]
+    return {
+        "polls": len(polls),
+        "longest_seconds": round(max(seconds), 3) if seconds else None,
+        "claimed_most_in_one": max((p["claimed"] or 0 for p in polls), default=0),
+        "contended": sum(p["contended"] or 0 for p in polls),
+    }

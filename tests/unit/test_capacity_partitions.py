@@ -1,0 +1,107 @@
+"""DynamoDB's per-partition and per-table limits in the capacity simulation, and the
+throttling botocore then retries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from bench.capacity.aws import SimulatedAws
+from bench.capacity.kernel import Sim, virtual_sleep
+from bench.capacity.latency import LatencyModel
+from bench.capacity.partitions import CapacityModel, Charge
+from scheduler_core.aws import AwsClients
+
+
+def test_one_key_takes_1000_write_units_a_second_and_no_more():
+    capacity = CapacityModel()
+    assert capacity.admit_write(0.1, [Charge("jobs/due", "202601010000#0", 1000.0)]) is None
+    refusal = capacity.admit_write(0.9, [Charge("jobs/due", "202601010000#0", 1.0)])
+    assert refusal is not None
+    assert refusal.startswith("IndexKeyRangeThroughputExceeded")
+    assert capacity.admit_write(0.9, [Charge("jobs/due", "202601010000#1", 1.0)]) is None  # another key
+    assert capacity.admit_write(1.0, [Charge("jobs/due", "202601010000#0", 1.0)]) is None  # next second
+    assert capacity.writes.peak_key_units == 1000.0
+
+
+def test_an_on_demand_table_starts_at_4000_write_units_and_doubles_its_peak():
+    capacity = CapacityModel()
+    for key in range(4):
+        assert capacity.admit_write(0.0, [Charge("jobs", f"k{key}", 1000.0)]) is None
+    assert capacity.admit_write(0.0, [Charge("jobs", "k4", 1.0)]) is not None
+    # After a second at 4,000, the table takes up to 8,000.
+    for key in range(8):
+        assert capacity.admit_write(1.0, [Charge("jobs", f"k{key}", 1000.0)]) is None
+    assert capacity.admit_write(1.0, [Charge("jobs", "k9", 1.0)]) is not None
+
+
+def test_a_throttled_request_is_charged_nothing():
+    capacity = CapacityModel()
+    capacity.admit_write(0.0, [Charge("jobs", "a", 999.0)])
+    assert capacity.admit_write(0.0, [Charge("jobs", "a", 2.0), Charge("jobs", "b", 5.0)]) is not None
+    assert capacity.writes.total_units == 999.0
+
+
+@pytest.fixture
+def aws_on_one_table():
+    with mock_aws():
+        sim = Sim(datetime(2030, 1, 1, tzinfo=UTC))
+        aws = SimulatedAws(sim, LatencyModel(seed=3), CapacityModel())
+        aws.plain_client("dynamodb").create_table(
+            TableName="hot",
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        )
+        with virtual_sleep(sim):
+            yield sim, aws
+
+
+def test_writes_over_1000_wcu_a_second_on_one_key_are_throttled_and_botocore_retries_them(aws_on_one_table):
+    sim, aws = aws_on_one_table
+    clients = aws.clients("worker")
+    errors: list[str] = []
+
+    def put(index: int) -> None:
+        try:
+            clients.dynamodb().put_item(
+                TableName="hot",
+                Item={"pk": {"S": "one-key"}, "n": {"N": str(index)}, "pad": {"S": "x" * 6000}},
+            )
+        except Exception as error:
+            errors.append(type(error).__name__)
+
+    for index in range(200):  # 6 WCU each: 1,200 WCU asked of one key in the first moments
+        sim.spawn(put, index)
+    sim.run()
+    label = "worker dynamodb.PutItem"
+    assert aws.usage.throttled[label] > 0
+    assert aws.usage.calls[label] == 200
+    assert aws.usage.attempts[label] == 200 + aws.usage.throttled[label]  # each throttle retried
+    assert errors == []  # botocore's retries (in virtual time) got every write through
+    assert aws.capacity.writes.peak_key_units <= 1000.0
+    assert sim.env.now > 1.0  # the retries waited into the next second
+
+
+def test_a_throttled_write_leaves_the_item_as_it_was(aws_on_one_table):
+    sim, aws = aws_on_one_table
+    plain = aws.plain_client("dynamodb")
+    plain.put_item(TableName="hot", Item={"pk": {"S": "k"}, "v": {"S": "before"}})
+    aws.capacity.admit_write(0.0, [Charge("hot", "k", 1000.0)])  # the key is spent for second 0
+    no_retries = AwsClients(aws.session("api"), Config(retries={"mode": "standard", "max_attempts": 1}))
+    errors: list[str] = []
+
+    def write() -> None:
+        try:
+            no_retries.dynamodb().put_item(TableName="hot", Item={"pk": {"S": "k"}, "v": {"S": "after"}})
+        except ClientError as error:
+            errors.append(error.response["Error"]["Code"])
+
+    sim.spawn(write)
+    sim.run()
+    assert errors == ["ProvisionedThroughputExceededException"]
+    assert plain.get_item(TableName="hot", Key={"pk": {"S": "k"}})["Item"]["v"]["S"] == "before"
