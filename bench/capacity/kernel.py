@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, SupportsIndex
 
@@ -151,3 +151,37 @@ def virtual_sleep(sim: Sim) -> Iterator[None]:
         yield
     finally:
         time.sleep = real
+
+
+class TaskRunner:
+    """`scheduler_core.parallel.Runner` in virtual time: up to `workers` items at a time,
+    each its own task (where the deployed poller uses threads, which the simulation cannot
+    see: a call on another thread would take no virtual time and go uncounted)."""
+
+    def __init__(self, sim: Sim, workers: int) -> None:
+        self._sim = sim
+        self._workers = max(1, workers)
+
+    def map(self, work: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        outcomes: list[tuple[bool, Any]] = []
+        todo = list(items)
+        for first in range(0, len(todo), self._workers):
+            processes = [
+                self._sim.spawn(_captured, work, item, name="runner item")
+                for item in todo[first : first + self._workers]
+            ]
+            self._sim.wait_all(processes)
+            outcomes += [
+                process.value or (False, RuntimeError("runner item stopped")) for process in processes
+            ]
+        for ok, value in outcomes:
+            if not ok:
+                raise value
+        return [value for _, value in outcomes]
+
+
+def _captured(work: Callable[[Any], Any], item: Any) -> tuple[bool, Any]:
+    try:
+        return True, work(item)
+    except Exception as error:
+        return False, error

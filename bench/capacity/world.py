@@ -5,6 +5,7 @@ queue mappings and the poll schedule, with the stack's default settings from cdk
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import urllib.request
@@ -17,12 +18,13 @@ from typing import Any
 from moto import mock_aws
 
 from bench.capacity.aws import SimulatedAws, sqs_in_virtual_time
-from bench.capacity.kernel import Sim, SimClock, virtual_sleep
+from bench.capacity.kernel import Sim, SimClock, TaskRunner, virtual_sleep
 from bench.capacity.lambdas import STANDARD, Account, EventSourceMapping, Function, PollSchedule, ScalingMode
 from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
 from bench.capacity.partitions import CapacityModel
 from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
+from scheduler_core.aws import AwsClients
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.execution import RunExecutor
@@ -231,14 +233,17 @@ class World:
             lambda c: build_run_executor(settings, c, clock),
             self.defaults.worker_timeout_seconds,
         )
-        self.poller = Function(
-            "poller",
-            sim,
-            aws,
-            account,
-            lambda c: build_dispatcher(settings, c, clock),
-            POLLER_TIMEOUT_SECONDS,
-        )
+        # A poll's claims side by side, if the dispatcher takes a runner: as tasks, not threads.
+        runner_parameter = "runner" in inspect.signature(build_dispatcher).parameters
+        workers = int(getattr(settings, "claim_parallelism", 1))
+
+        def dispatcher(clients: AwsClients) -> Dispatcher:
+            if runner_parameter:
+                runner: Any = TaskRunner(sim, workers)
+                return build_dispatcher(settings, clients, clock, runner=runner)  # type: ignore[call-arg,unused-ignore]
+            return build_dispatcher(settings, clients, clock)
+
+        self.poller = Function("poller", sim, aws, account, dispatcher, POLLER_TIMEOUT_SECONDS)
         for priority in Priority:
             self.mappings[priority] = EventSourceMapping(
                 sim,
