@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 from scheduler_core import keys
 from scheduler_core.clock import to_ms
+from scheduler_core.composition import build_dispatcher
+from scheduler_core.dispatch import Dispatcher
 from scheduler_core.model import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -138,3 +141,38 @@ def test_a_job_missed_while_the_poller_was_down_fires_when_it_returns(
     assert request.headers["x-scheduler-scheduled-for"] == at.isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
+
+
+def test_two_pollers_claiming_one_big_bucket_side_by_side_claim_each_firing_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Each poll claims a bucket's jobs on several threads (`claim_parallelism`); two pollers
+    of the same shards at once, each on its threads, still claim every firing exactly once."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    at = fire_at.isoformat().replace("+00:00", "Z")
+    created = [
+        cloud.create(
+            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
+        )
+        for i in range(60)
+    ]
+    assert cloud.settings.claim_parallelism > 1
+    clock.move_to(fire_at - timedelta(seconds=60))
+    other = build_dispatcher(cloud.settings, cloud.clients, clock)
+    claimed: list[list[str]] = [[], []]
+
+    def poll(index: int, dispatcher: Dispatcher) -> None:
+        for shard in range(cloud.settings.shard_count):
+            claimed[index] += [run.run_id for run in dispatcher.poll_shard(shard).claimed]
+
+    pollers = [threading.Thread(target=poll, args=pair) for pair in enumerate((cloud.dispatcher, other))]
+    for poller in pollers:
+        poller.start()
+    for poller in pollers:
+        poller.join()
+
+    expected = sorted(f"{job['job_id']}:{to_ms(fire_at)}" for job in created)
+    assert sorted(claimed[0] + claimed[1]) == expected
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 60
+    assert sorted(receiver.by_run()) == expected

@@ -14,6 +14,7 @@ from scheduler_core.idempotency import IdempotentCreates
 from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.model import Priority
+from scheduler_core.parallel import Runner, Threads
 from scheduler_core.ports import CreateOnce, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
@@ -52,8 +53,13 @@ def build_lifecycle(
 
 
 def build_dispatcher(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    runner: Runner | None = None,
 ) -> Dispatcher:
+    """`runner`: how a poll's claims run side by side (default: `claim_parallelism` threads)."""
     store = store or build_store(settings, clients)
     queue = build_queue(settings, clients, clock)
     policy = PollPolicy(
@@ -62,7 +68,8 @@ def build_dispatcher(
         first_poll_lookback=timedelta(seconds=settings.first_poll_lookback_seconds),
         max_buckets=settings.max_buckets_per_poll,
     )
-    return Dispatcher(store, queue, clock, policy, build_lifecycle(settings, clients, clock, store))
+    lifecycle = build_lifecycle(settings, clients, clock, store)
+    return Dispatcher(store, queue, clock, policy, lifecycle, runner or Threads(settings.claim_parallelism))
 
 
 def build_target_access(settings: Settings) -> TargetAccess:

@@ -2,7 +2,9 @@
 
 The same claim serves the poller and the create path: every firing of a job at or before
 the horizon (now + lookahead) is claimed, one conditional transaction each, so a job
-never waits in the due index for a firing the next poll could reach too late.
+never waits in the due index for a firing the next poll could reach too late. A poll claims
+a bucket's jobs side by side (`claim_parallelism` at a time): a claim touches only its own
+job and run, so the order between jobs does not matter.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
+from scheduler_core.parallel import InOrder, Runner
 from scheduler_core.ports import JobStore, RunQueue, StoreContention
 from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 
@@ -80,13 +83,21 @@ def following_firing(job: Job, fire_at: datetime) -> datetime | None:
 
 class Dispatcher:
     def __init__(
-        self, store: JobStore, queue: RunQueue, clock: Clock, policy: PollPolicy, lifecycle: RunLifecycle
+        self,
+        store: JobStore,
+        queue: RunQueue,
+        clock: Clock,
+        policy: PollPolicy,
+        lifecycle: RunLifecycle,
+        runner: Runner | None = None,
     ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
         self._policy = policy
         self._lifecycle = lifecycle
+        # A bucket's jobs are claimed side by side (each claim writes only its own job).
+        self._runner: Runner = runner or InOrder()
 
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
@@ -273,8 +284,7 @@ class Dispatcher:
             return False
         drained = self._watch_runs(due.runs, now, report)
         runs: list[Run] = []
-        for job in due.jobs:
-            result = self.claim_firings(job, now)
+        for result in self._runner.map(lambda job: self.claim_firings(job, now), due.jobs):
             if result.contended:
                 report.contended += 1
                 drained = False
