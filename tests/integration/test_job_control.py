@@ -3,6 +3,7 @@ trigger, PATCH, the cancel of waiting runs, and the run history's and job listin
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -834,3 +835,17 @@ def test_a_new_schedule_while_paused_cancels_the_runs_the_old_one_set_aside(
     cloud.deliver()
     assert receiver.requests == []  # nothing of the new schedule fell in the pause
     assert job_of(cloud, job_id)["next_fire_at"] == iso(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))
+
+
+def test_the_api_flushes_the_metrics_its_requests_count(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trigger counts RunsTriggered: the API prints it as CloudWatch EMF with its response;
+    a request that counts nothing prints no metrics document (and no warning about it)."""
+    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    capsys.readouterr()
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").status == 200
+    assert "_aws" not in capsys.readouterr().out
+    post(cloud, job["job_id"], "trigger", status=202)
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert [document["RunsTriggered"] for document in documents] == [[1.0]]
