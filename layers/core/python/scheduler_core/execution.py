@@ -66,16 +66,6 @@ def _goes_on_while_paused(job: Job, run: Run) -> bool:
     return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
 
 
-def _timer_at_start(run: Run, now: datetime, lease_until: datetime) -> datetime | None:
-    """Where a starting run's timer goes: it stays (None) when it comes before the lease
-    ends, as its re-send timer does; the watchdog then moves it to the lease's end if the
-    attempt still runs, so a run that ends in time never rewrites its index entry. A timer
-    already up, or none, or one after the lease's end moves to the lease's end now."""
-    if run.due_at is not None and now < run.due_at <= lease_until:
-        return None
-    return lease_until
-
-
 class Outcome(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     RETRYING = "RETRYING"  # the attempt failed; the next one is scheduled
@@ -246,7 +236,7 @@ class RunExecutor:
         for _ in range(ADMISSION_TRIES):
             now = self._clock.now()
             lease_until = now + self._lease
-            timer = _timer_at_start(waiting, now, lease_until)
+            timer = self._lifecycle.start_timer(waiting, now, lease_until)
             policy = job.concurrency
             if policy.overlap is Overlap.ALLOW:  # no limit: nothing is counted
                 run = self._store.start_run_if_waiting(message, now, lease_until, owner, timer)

@@ -56,6 +56,16 @@ class RunLifecycle:
         """When to look again at a run whose message is (about to be) on its queue."""
         return max(starts_at, now) + self._timers.resend_after
 
+    @staticmethod
+    def start_timer(run: Run, now: datetime, lease_until: datetime) -> datetime | None:
+        """Where a starting run's timer goes: it stays (None) when it comes before the lease
+        ends, as its re-send timer does; the watchdog then moves it to the lease's end if the
+        attempt still runs, so a run that ends in time never rewrites its index entry. A timer
+        already up, or none, or one after the lease's end moves to the lease's end now."""
+        if run.due_at is not None and now < run.due_at <= lease_until:
+            return None
+        return lease_until
+
     def paused_timer(self, now: datetime) -> datetime:
         """When to look again at a run set aside because its job is paused."""
         return now + PAUSED_RECHECK
