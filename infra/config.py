@@ -66,9 +66,13 @@ class SchedulerConfig:
     target_topic_arns: tuple[str, ...] | None
     target_event_bus_arns: tuple[str, ...] | None
     target_function_arns: tuple[str, ...] | None
+    # How many of a bucket's jobs a poll claims at a time (the poller's threads).
+    claim_parallelism: int = 16
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
+        # Within the poller's AWS client connection pool (scheduler_core.aws, 32).
+        _check_range("claim_parallelism", self.claim_parallelism, 1, 32)
         # The same bounds the functions' Settings model enforces.
         _check_range("lookahead_seconds", self.lookahead_seconds, 60, 840)
         _check_range("delivery_lead_seconds", self.delivery_lead_seconds, 0, 5)
@@ -141,6 +145,7 @@ class SchedulerConfig:
             target_topic_arns=_arn_list(node, "target_topic_arns"),
             target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
             target_function_arns=_arn_list(node, "target_function_arns"),
+            claim_parallelism=required_int("claim_parallelism"),
         )
 
 

@@ -40,7 +40,10 @@ class Poller(Construct):
             log_level=config.log_level,
             # A poll must end before the next minute's poll of the same shard starts.
             timeout=Duration.seconds(60),
-            environment=shared_environment(config, store, queues),
+            environment={
+                **shared_environment(config, store, queues),
+                "CLAIM_PARALLELISM": str(config.claim_parallelism),
+            },
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which
         # IAM authorizes as its item actions; watermarks are read and updated on the table.

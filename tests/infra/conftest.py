@@ -87,6 +87,7 @@ NARROWED_CONTEXT: dict[str, Any] = {
     "target_event_bus_arns": [],
     "target_function_arns": [NARROWED_FUNCTIONS],
     "resend_after_seconds": 300,
+    "claim_parallelism": 24,
 }
 
 

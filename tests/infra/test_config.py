@@ -68,6 +68,8 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"delivery_lead_seconds": 6},
         {"resend_after_seconds": 0},
         {"resend_after_seconds": 3601},
+        {"claim_parallelism": 0},
+        {"claim_parallelism": 33},
         {"log_level": "VERBOSE"},
         {"queue_capacity": {"HIGH": {"batch_size": 10, "max_concurrency": 1}}},
         {

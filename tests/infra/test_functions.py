@@ -38,7 +38,7 @@ TARGET_CHECK_ENVIRONMENT = {
 }
 EXPECTED_ENVIRONMENT = {
     "api": SHARED_ENVIRONMENT | TARGET_CHECK_ENVIRONMENT | {"IDEMPOTENCY_TABLE_NAME"},
-    "poller": SHARED_ENVIRONMENT,
+    "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM"},
     "worker": SHARED_ENVIRONMENT | {"RUN_LEASE_SECONDS"},
 }
 
@@ -196,3 +196,11 @@ def test_a_stack_name_that_makes_a_function_name_too_long_is_refused() -> None:
         log_level="INFO",
         timeout=Duration.seconds(1),
     )
+
+
+def test_the_pollers_claim_parallelism_comes_from_the_context(
+    synthesis: Synthesis, narrowed: Synthesis
+) -> None:
+    for stack, expected in ((synthesis, "16"), (narrowed, "24")):
+        variables = stack.function("poller")["Properties"]["Environment"]["Variables"]
+        assert variables["CLAIM_PARALLELISM"] == expected
