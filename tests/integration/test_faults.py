@@ -63,7 +63,7 @@ def test_a_first_poll_that_fails_does_not_let_its_window_slide(
     cloud.create(hook(receiver, at=at.isoformat()))
     store = cloud.dispatcher._store
     original = store.due_items
-    store.due_items = lambda *args: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
+    store.due_items = lambda *args, **kwargs: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
     cloud.poll()  # every first poll fails ...
     clock.move_to(at + timedelta(hours=2))
     cloud.poll()  # ... for two hours

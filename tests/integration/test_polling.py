@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from scheduler_core import keys
 from scheduler_core.clock import to_ms
@@ -176,3 +177,43 @@ def test_two_pollers_claiming_one_big_bucket_side_by_side_claim_each_firing_once
     clock.move_to(fire_at)
     assert cloud.deliver() == 60
     assert sorted(receiver.by_run()) == expected
+
+
+def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A claimed run's re-send timer lies within the poll's reach long before it is up: the
+    poll counts it from the index keys without reading the run, and does not move its
+    watermark past that bucket; once the timer is up the poll reads it (and re-sends it)."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
+    job = cloud.create(
+        {
+            "name": "once",
+            "schedule": {"at": fire_at.isoformat()},
+            "target": {"type": "HTTP", "url": receiver.url},
+        }
+    )
+    clock.move_to(fire_at - timedelta(seconds=90))
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1  # its timer: fire_at + 60 s
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+    timer_bucket = keys.bucket_of(to_ms(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds)))
+
+    read: list[str] = []
+
+    def count_reads(params: dict[str, Any], **_: Any) -> None:
+        read.extend(key["sk"]["S"] for table in params["RequestItems"].values() for key in table["Keys"])
+
+    events = cloud.clients.dynamodb().meta.events
+    events.register("provide-client-params.dynamodb.BatchGetItem", count_reads)
+    try:
+        clock.move_to(fire_at - timedelta(seconds=30))
+        report = cloud.dispatcher.poll_shard(shard)
+        assert read == []  # the run's timer is in reach (horizon) but not up: not read
+        assert report.watermark_ms is not None
+        assert report.watermark_ms <= timer_bucket  # the bucket still waits for that timer
+        clock.move_to(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds + 1))
+        report = cloud.dispatcher.poll_shard(shard)  # never delivered: the timer is up
+        assert report.watched == {"resent": 1}
+        assert read == [f"RUN#{to_ms(fire_at)}"]
+    finally:
+        events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)

@@ -278,11 +278,12 @@ class Dispatcher:
         """Claim every job of one bucket and look after its runs whose timer is up; True if
         nothing was left behind."""
         try:
-            due = self._store.due_items(shard, bucket, until_ms)
+            # A run's timer that is not up yet needs nothing from this poll: not read.
+            due = self._store.due_items(shard, bucket, until_ms, runs_until_ms=to_ms(now))
         except StoreContention:
             report.contended += 1
             return False
-        drained = self._watch_runs(due.runs, now, report)
+        drained = self._watch_runs(due.runs, now, report) and not due.later_runs
         runs: list[Run] = []
         for result in self._runner.map(lambda job: self.claim_firings(job, now), due.jobs):
             if result.contended:

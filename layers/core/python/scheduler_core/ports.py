@@ -26,6 +26,8 @@ class DueItems:
 
     jobs: list[Job]
     runs: list[Run]
+    # Runs whose timer is not up yet (left unread): the bucket is not drained while any are.
+    later_runs: int = 0
 
 
 class RunRef(Protocol):
@@ -95,7 +97,9 @@ class JobStore(Protocol):
         catch_up: Sequence[int] = (),
     ) -> bool: ...
 
-    def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems: ...
+    def due_items(
+        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+    ) -> DueItems: ...
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False

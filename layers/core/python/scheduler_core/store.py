@@ -358,11 +358,15 @@ class DynamoJobStore:
     def _index_keys(index: str | None) -> tuple[str, ...]:
         return {DUE_INDEX: ("due_pk", "due_sk"), TENANT_INDEX: ("tenant", "created_key")}.get(index or "", ())
 
-    def due_items(self, shard: int, bucket_ms: int, until_ms: int) -> DueItems:
-        """Jobs and runs of one shard's minute bucket due at or before `until_ms`. The index
-        holds keys only: the items are then read (strongly consistent, in batches), and one
-        that moved on since the index saw it (claimed, finished, its timer moved) is left out.
-        Every write that follows still re-checks the item it read."""
+    def due_items(
+        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+    ) -> DueItems:
+        """Jobs and runs of one shard's minute bucket due at or before `until_ms`; with
+        `runs_until_ms`, runs only up to then, the later ones counted (`later_runs`), not read.
+        The index holds keys only (a run's key says it is a run): the items are then read
+        (strongly consistent, in batches), and one that moved on since the index saw it
+        (claimed, finished, its timer moved) is left out. Every write that follows still
+        re-checks the item it read."""
         bucket = keys.due_pk(bucket_ms, shard)
         query: dict[str, Any] = {
             "TableName": self._table,
@@ -370,8 +374,16 @@ class DynamoJobStore:
             "KeyConditionExpression": "due_pk = :bucket AND due_sk <= :until",
             "ExpressionAttributeValues": _values(bucket=bucket, until=until_ms),
         }
+        later_runs = 0
         try:
-            found = self._items_of([entry for entry, _ in self._query_items(query, None)])
+            entries = []
+            for entry, _ in self._query_items(query, None):
+                is_run = entry["sk"]["S"].startswith(keys.RUN_SK_PREFIX)
+                if is_run and runs_until_ms is not None and int(entry["due_sk"]["N"]) > runs_until_ms:
+                    later_runs += 1
+                    continue
+                entries.append(entry)
+            found = self._items_of(entries)
         except ClientError as error:
             if _is_contention(error):
                 raise StoreContention(str(error)) from error
@@ -383,7 +395,7 @@ class DynamoJobStore:
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms
         ]
-        due = DueItems([], [])
+        due = DueItems([], [], later_runs)
         for item in items:
             try:
                 if item["sk"]["S"] == keys.JOB_SK:
