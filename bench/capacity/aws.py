@@ -52,6 +52,16 @@ _READS = {"GetItem", "BatchGetItem", "Query"}
 _SQS_SENDS = {"SendMessage", "SendMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch"}
 _DDB_ERROR = "com.amazonaws.dynamodb.v20120810#"
 _THROTTLED = "sim-throttled"  # the request id of the answers the capacity model refuses
+# The poller's calls that go one after the other through a bucket, and how many of the
+# bucket's entries each carries at most (request field, entries per call): BatchGetItem 100
+# keys, SendMessageBatch 10 messages (AWS API references).
+_SHADOWED_BATCHES = {"BatchGetItem": ("RequestItems", 100), "SendMessageBatch": ("Entries", 10)}
+# Whose units are shadowed: the roles whose time is (the poller's; the api's, though the
+# sampled scenarios create their jobs outside virtual time). The worker's time is not
+# shadowed, so neither are its units: charged at the sampled runs' times they would pile
+# the whole load into the few seconds the sample takes.
+SHADOWED_ROLES = ("poller", "api")
+QUERY_PAGE_BYTES = 1_048_576  # a Query page stops at 1 MB of items read (DynamoDB Query reference)
 
 
 class _MotoItems:
@@ -108,10 +118,18 @@ class Usage:
 class SimulatedAws:
     """Sessions whose clients reach moto through the simulation's models."""
 
-    def __init__(self, sim: Sim, latency: LatencyModel, capacity: CapacityModel) -> None:
+    def __init__(
+        self, sim: Sim, latency: LatencyModel, capacity: CapacityModel, fraction: float = 1.0
+    ) -> None:
         self.sim = sim
         self.latency = latency
         self.capacity = capacity
+        # Sampled load (see `scenarios`): each real job stands for 1/fraction jobs; `shadow`
+        # is how many left-out jobs each real one carries.
+        self.fraction = fraction
+        self.shadow = 1.0 / fraction - 1.0
+        self._shadow_owed: dict[str, float] = defaultdict(float)
+        self.shadow_calls: Counter[str] = Counter()  # modeled poller calls, by operation
         self.usage = Usage(
             Counter(), Counter(), defaultdict(float), defaultdict(float), defaultdict(float), Counter()
         )
@@ -155,6 +173,12 @@ class SimulatedAws:
             return botocore_stubber(event_name, request)
         label = f"{role} {service}.{operation}"
         self.usage.attempts[label] += 1
+        if role == "poller" and self.shadow > 0 and operation in _SHADOWED_BATCHES:
+            # The left-out jobs' share of the poll's one-after-the-other batches, before
+            # this one: the full bucket's reads and sends.
+            key, per_call = _SHADOWED_BATCHES[operation]
+            entries = len(_batch_entries(_json_body(request), key))
+            self._shadow_calls(service, operation, entries * (1.0 + self.shadow) / per_call - 1.0)
         latency = self.latency.call(service, operation)
         self.sim.sleep(latency / 2)
         if service == "dynamodb":
@@ -166,7 +190,41 @@ class SimulatedAws:
                 for listener in self._send_listeners.get(queue_url, []):
                     listener()
         self.sim.sleep(latency / 2)
+        if (
+            role == "poller"
+            and self.shadow > 0
+            and operation == "Query"
+            and response is not None
+            and response.status_code == 200
+        ):
+            # The full bucket's index pages (1 MB each) beyond this one.
+            entries = json.loads(response.content).get("Items", [])
+            if entries:
+                per_page = QUERY_PAGE_BYTES / (sum(item_size(e) for e in entries) / len(entries))
+                self._shadow_calls(service, operation, len(entries) * (1.0 + self.shadow) / per_page - 1.0)
         return response
+
+    def _shadow_calls(self, service: str, operation: str, calls: float) -> None:
+        """Wait out `calls` modeled calls of `operation` (fractions carried to the next)."""
+        self._shadow_owed[operation] += max(0.0, calls)
+        whole = int(self._shadow_owed[operation])
+        if whole:
+            self._shadow_owed[operation] -= whole
+            self.shadow_calls[operation] += whole
+            self.sim.sleep(sum(self.latency.call(service, operation) for _ in range(whole)))
+
+    def _shadow_charges(self, charges: list[Charge]) -> list[Charge]:
+        """The left-out jobs' units beside a real job's: on the same key of an index (a
+        `due_pk` minute#shard, a tenant: shared by every job of it), on the table alone
+        for the job's own item (their items are other keys, each far below its limit).
+        The poller's own items (`SHARD#` watermarks) have none."""
+        shadow = []
+        for charge in charges:
+            if charge.key.startswith("SHARD#"):
+                continue
+            key = charge.key if "/" in charge.table else ""
+            shadow.append(Charge(charge.table, key, charge.units * self.shadow))
+        return shadow
 
     def _dynamodb(
         self, label: str, operation: str, request: AWSPreparedRequest, event_name: str
@@ -191,6 +249,8 @@ class SimulatedAws:
                 self.usage.throttled[label] += 1
                 return _throttled(request, "ProvisionedThroughputExceededException", refusal)
             self.usage.read_units[role] += sum(charge.units for charge in charges)
+            if self.shadow > 0 and role in SHADOWED_ROLES:
+                self.capacity.add_shadow_reads(self.sim.env.now, self._shadow_charges(charges))
         return response
 
     def _write(
@@ -221,6 +281,8 @@ class SimulatedAws:
         if refusal is None:
             self.usage.table_wcu[role] += table_units
             self.usage.index_wcu[role] += index_units
+            if self.shadow > 0 and role in SHADOWED_ROLES:
+                self.capacity.add_shadow_writes(self.sim.env.now, self._shadow_charges(charges))
             return response
         # Throttled: as if it never reached the items.
         for snapshot in reversed(snapshots):
@@ -304,6 +366,14 @@ def _json_body(request: AWSPreparedRequest) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(body)
         return parsed
     return {}
+
+
+def _batch_entries(params: Mapping[str, Any], key: str) -> list[Any]:
+    """The entries of a batch request: SendMessageBatch's `Entries`, BatchGetItem's keys."""
+    value = params.get(key) or []
+    if isinstance(value, dict):
+        return [k for table in value.values() for k in table.get("Keys", [])]
+    return list(value)
 
 
 def _scalar(value: Mapping[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, SupportsIndex
@@ -154,26 +155,68 @@ def virtual_sleep(sim: Sim) -> Iterator[None]:
 
 
 class TaskRunner:
-    """`scheduler_core.parallel.Runner` in virtual time: up to `workers` items at a time,
-    each its own task (where the deployed poller uses threads, which the simulation cannot
-    see: a call on another thread would take no virtual time and go uncounted)."""
+    """`scheduler_core.parallel.Runner` in virtual time: a pool of `workers` tasks taking
+    the items in order, each as soon as it is free, as the deployed poller's thread pool
+    does (where the deployed poller uses threads, which the simulation cannot see: a call
+    on another thread would take no virtual time and go uncounted).
 
-    def __init__(self, sim: Sim, workers: int) -> None:
+    Sampled load (`shadow_per_item` > 0, see `scenarios`): before each real item, the pool
+    also takes `shadow_per_item` modeled items (fractions carried over), each occupying a
+    worker for one draw of `shadow_seconds()`: the claims of the jobs the sample leaves out,
+    so the real items finish when they would in the full bucket."""
+
+    def __init__(
+        self,
+        sim: Sim,
+        workers: int,
+        shadow_per_item: float = 0.0,
+        shadow_seconds: Callable[[], float] | None = None,
+    ) -> None:
         self._sim = sim
         self._workers = max(1, workers)
+        self._shadow_per_item = shadow_per_item
+        self._shadow_seconds = shadow_seconds
+        self.shadow_items = 0  # modeled items run so far
 
     def map(self, work: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
-        outcomes: list[tuple[bool, Any]] = []
         todo = list(items)
-        for first in range(0, len(todo), self._workers):
-            processes = [
-                self._sim.spawn(_captured, work, item, name="runner item")
-                for item in todo[first : first + self._workers]
-            ]
+        # (position, item), or (-n, None): a run of n modeled items.
+        units: deque[tuple[int, Any]] = deque()
+        owed = 0.0
+        for position, item in enumerate(todo):
+            if self._shadow_seconds is not None:
+                owed += self._shadow_per_item
+                if owed >= 1.0:
+                    units.append((-int(owed), None))
+                    owed -= int(owed)
+            units.append((position, item))
+        outcomes: list[tuple[bool, Any]] = [(False, RuntimeError("runner item stopped"))] * len(todo)
+        stopped = False
+
+        def worker() -> None:
+            while units and not stopped:
+                position, item = units.popleft()
+                if position >= 0:
+                    outcomes[position] = _captured(work, item)
+                    continue
+                # Modeled items, a worker's share of the run at a time (fewer events, the
+                # same total): the rest stays first in line for the other workers.
+                count = -position
+                share = min(count, max(1, count // self._workers))
+                if count > share:
+                    units.appendleft((share - count, None))
+                assert self._shadow_seconds is not None
+                self.shadow_items += share
+                self._sim.sleep(sum(self._shadow_seconds() for _ in range(share)))
+
+        processes = [
+            self._sim.spawn(worker, name="runner worker") for _ in range(min(self._workers, len(units)))
+        ]
+        try:
             self._sim.wait_all(processes)
-            outcomes += [
-                process.value or (False, RuntimeError("runner item stopped")) for process in processes
-            ]
+        except Deadline:
+            stopped = True  # the function was stopped: its pool takes no further item
+            raise
         for ok, value in outcomes:
             if not ok:
                 raise value

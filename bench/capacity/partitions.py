@@ -99,15 +99,18 @@ class _Scope:
             self.table_peaks[table] = max(self.table_peaks.get(table, 0.0), window.units)
 
     def charge(self, second: int, charges: list[Charge]) -> None:
+        """Add the charges; one with key "" counts on its table alone (no partition key)."""
         for charge in charges:
             self._close_second(charge.table, second)
-            units = self.keys.setdefault((charge.table, charge.key), _Window()).add(second, charge.units)
-            if units > self.peak_key_units:
-                self.peak_key_units, self.peak_key = units, f"{charge.table} {charge.key}"
             table_units = self.tables.setdefault(charge.table, _Window()).add(second, charge.units)
             if table_units > self.peak_table_units.get(charge.table, 0.0):
                 self.peak_table_units[charge.table] = table_units
             self.total_units += charge.units
+            if not charge.key:
+                continue
+            units = self.keys.setdefault((charge.table, charge.key), _Window()).add(second, charge.units)
+            if units > self.peak_key_units:
+                self.peak_key_units, self.peak_key = units, f"{charge.table} {charge.key}"
 
 
 class CapacityModel:
@@ -123,6 +126,7 @@ class CapacityModel:
         self.writes = _Scope(wcu_per_key, table_initial_wcu)
         self.reads = _Scope(rcu_per_key, table_initial_rcu)
         self.throttles: Counter[str] = Counter()  # by reason kind
+        self.shadow_write_units = 0.0
 
     def admit_write(self, now_seconds: float, charges: list[Charge]) -> str | None:
         """Charge a write's units, or return why it is throttled (nothing charged)."""
@@ -144,3 +148,12 @@ class CapacityModel:
         """Units of work the simulation does not run call by call (sampled load): charged
         whether or not they fit, so they crowd out the real calls as the real load would."""
         self.writes.charge(int(now_seconds), charges)
+        self.shadow_write_units += sum(charge.units for charge in charges)
+
+    def add_shadow_reads(self, now_seconds: float, charges: list[Charge]) -> None:
+        self.reads.charge(int(now_seconds), charges)
+
+    def assume_previous_peak(self, wcu: dict[str, float]) -> None:
+        """An on-demand table (or index) that already served `wcu[table]` write units a
+        second: it serves up to double that at once."""
+        self.writes.table_peaks.update(wcu)

@@ -5,7 +5,6 @@ queue mappings and the poll schedule, with the stack's default settings from cdk
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import json
 import urllib.request
@@ -148,13 +147,26 @@ class World:
         mode: ScalingMode = STANDARD,
         account_concurrency: int = 1_000,
         max_concurrency: dict[Priority, int] | None = None,
+        claim_parallelism: int | None = None,
+        fraction: float = 1.0,
+        previous_peak_wcu: float = 0.0,
     ) -> None:
+        """`fraction`: the share of the scenario's jobs run by the production code; the
+        rest is shadow load (`scenarios`). `previous_peak_wcu`: the write units a second the
+        on-demand table and its indexes have served before (they serve double at once)."""
         self.defaults = defaults or StackDefaults.from_cdk_json()
         self.shards = shards or self.defaults.shards
+        self.claim_parallelism = claim_parallelism
+        self.fraction = fraction
+        self.previous_peak_wcu = previous_peak_wcu
         self.sim = Sim(START)
         self.clock = SimClock(self.sim)
         self.latency = LatencyModel(seed, latency_factor)
         self.capacity = CapacityModel()
+        if previous_peak_wcu:
+            self.capacity.assume_previous_peak(
+                {table: previous_peak_wcu for table in ("jobs", "jobs/due", "jobs/by_tenant")}
+            )
         self.account = Account(account_concurrency)
         self.mode = mode
         self.max_concurrency = max_concurrency or dict(self.defaults.max_concurrency)
@@ -178,7 +190,7 @@ class World:
             stack.enter_context(sqs_in_virtual_time(self.sim))
             stack.enter_context(self._target_answers())
             stack.enter_context(self._quiet_functions())
-            self.aws = SimulatedAws(self.sim, self.latency, self.capacity)
+            self.aws = SimulatedAws(self.sim, self.latency, self.capacity, self.fraction)
             self.settings = self._create_resources()
             self._build_functions()
             yield self
@@ -217,6 +229,7 @@ class World:
             delivery_lead_seconds=self.defaults.delivery_lead_seconds,
             resend_after_seconds=self.defaults.resend_after_seconds,
             run_lease_seconds=self.defaults.visibility_timeout_seconds,
+            **({"claim_parallelism": self.claim_parallelism} if self.claim_parallelism else {}),
         )
 
     def _build_functions(self) -> None:
@@ -233,15 +246,23 @@ class World:
             lambda c: build_run_executor(settings, c, clock),
             self.defaults.worker_timeout_seconds,
         )
-        # A poll's claims side by side, if the dispatcher takes a runner: as tasks, not threads.
-        runner_parameter = "runner" in inspect.signature(build_dispatcher).parameters
-        workers = int(getattr(settings, "claim_parallelism", 1))
+        # A poll's claims side by side: as tasks in virtual time, not threads; sampled, the
+        # left-out jobs' claims are modeled in the same pool (`TaskRunner`).
+        self.runners: list[TaskRunner] = []
+        latency = self.latency
+
+        def transaction_seconds() -> float:
+            return latency.call("dynamodb", "TransactWriteItems")
 
         def dispatcher(clients: AwsClients) -> Dispatcher:
-            if runner_parameter:
-                runner: Any = TaskRunner(sim, workers)
-                return build_dispatcher(settings, clients, clock, runner=runner)  # type: ignore[call-arg,unused-ignore]
-            return build_dispatcher(settings, clients, clock)
+            runner = TaskRunner(
+                sim,
+                settings.claim_parallelism,
+                shadow_per_item=aws.shadow,
+                shadow_seconds=transaction_seconds if aws.shadow else None,
+            )
+            self.runners.append(runner)
+            return build_dispatcher(settings, clients, clock, runner=runner)
 
         self.poller = Function("poller", sim, aws, account, dispatcher, POLLER_TIMEOUT_SECONDS)
         for priority in Priority:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bench.capacity.kernel import Sim, SimClock, virtual_sleep
+from bench.capacity.kernel import Sim, SimClock, TaskRunner, virtual_sleep
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -106,3 +106,50 @@ def test_an_exception_in_a_task_is_kept_for_the_report():
     sim.spawn(broken, name="broken")
     sim.run()
     assert [(name, str(error)) for name, error in sim.failures] == [("broken", "bug")]
+
+
+def test_a_task_runner_is_a_pool_each_worker_taking_the_next_item_when_free():
+    sim = Sim(START)
+    runner = TaskRunner(sim, workers=2)
+    results: list[list[int]] = []
+
+    def work(seconds: int) -> int:
+        sim.sleep(seconds)
+        return seconds * 10
+
+    # Workers free up at different times: 3 | 1+1+1 → all done at 3, not at 3+1 (chunks).
+    sim.spawn(lambda: results.append(runner.map(work, [3, 1, 1, 1])))
+    sim.run()
+    assert results == [[30, 10, 10, 10]]
+    assert sim.env.now == 3.0
+
+
+def test_modeled_items_take_the_pool_before_each_real_one():
+    sim = Sim(START)
+    runner = TaskRunner(sim, workers=2, shadow_per_item=3.0, shadow_seconds=lambda: 1.0)
+    done: list[float] = []
+
+    def work(item: str) -> str:
+        sim.sleep(0.5)
+        done.append(sim.env.now)
+        return item
+
+    sim.spawn(lambda: runner.map(work, ["a", "b"]))
+    sim.run()
+    # 3 modeled + a, 3 modeled + b on 2 workers: 8 items' worth of seconds, ~4 s.
+    assert runner.shadow_items == 6
+    assert done[-1] == pytest.approx(3.5)
+
+
+def test_a_stopped_function_s_pool_takes_no_further_item():
+    sim = Sim(START)
+    runner = TaskRunner(sim, workers=1)
+    ran: list[int] = []
+
+    def work(item: int) -> None:
+        sim.sleep(1.0)
+        ran.append(item)
+
+    sim.spawn(lambda: runner.map(work, [1, 2, 3, 4]), deadline=1.5)
+    sim.run()
+    assert ran == [1, 2]  # the second was in flight at the deadline; no third began

@@ -105,3 +105,36 @@ def test_a_throttled_write_leaves_the_item_as_it_was(aws_on_one_table):
     sim.run()
     assert errors == ["ProvisionedThroughputExceededException"]
     assert plain.get_item(TableName="hot", Key={"pk": {"S": "k"}})["Item"]["v"]["S"] == "before"
+
+
+def test_shadow_units_go_on_shared_index_keys_and_on_the_table_for_a_job_s_own_item():
+    with mock_aws():
+        sim = Sim(datetime(2030, 1, 1, tzinfo=UTC))
+        aws = SimulatedAws(sim, LatencyModel(seed=3), CapacityModel(), fraction=0.01)
+        shadow = aws._shadow_charges(
+            [
+                Charge("jobs", "JOB#1", 2.0),
+                Charge("jobs/due", "203001010000#1", 1.0),
+                Charge("jobs", "SHARD#1", 1.0),
+            ]
+        )
+    assert [(c.table, c.key, round(c.units, 6)) for c in shadow] == [
+        ("jobs", "", 198.0),
+        ("jobs/due", "203001010000#1", 99.0),
+    ]
+
+
+def test_shadow_units_crowd_out_real_writes_on_a_hot_key_but_never_count_on_a_job_s_key():
+    capacity = CapacityModel()
+    capacity.add_shadow_writes(0.0, [Charge("jobs/due", "bucket", 999.0), Charge("jobs", "", 3000.0)])
+    assert capacity.writes.peak_key == "jobs/due bucket"
+    assert capacity.admit_write(0.5, [Charge("jobs/due", "bucket", 2.0)]) is not None
+    assert capacity.admit_write(0.5, [Charge("jobs", "JOB#1", 2.0)]) is None
+    assert capacity.writes.peak_table_units["jobs"] == 3002.0
+
+
+def test_a_table_that_peaked_before_serves_double_that_at_once():
+    capacity = CapacityModel()
+    capacity.assume_previous_peak({"jobs": 20_000.0})
+    assert capacity.admit_write(0.0, [Charge("jobs", f"k{i}", 900.0) for i in range(44)]) is None
+    assert capacity.admit_write(0.0, [Charge("jobs", "k99", 500.0)]) is not None
