@@ -66,6 +66,8 @@ chaos: install
 # against in-process moto with models of AWS latency, DynamoDB partition limits and throttling,
 # SQS and Lambda scaling (issue 10 §1). Prints a table, writes bench-results/capacity.json.
 # A short try: make capacity CAPACITY_ARGS='--scenario validate --scale 0.1'
+# midnight and steady are sampled (a fraction of the jobs run for real, the rest as shadow
+# load: bench/capacity/scenarios.py); CAPACITY_ARGS='--fraction 0.001' samples more.
 CAPACITY_ARGS ?=
 .PHONY: capacity
 capacity: install

@@ -10,5 +10,7 @@ AWS's latency, partition limits, throttling, SQS delivery and Lambda scaling.
   counting requests and write units.
 - `lambdas`: Lambda concurrency, containers, the SQS event source mappings and the
   EventBridge schedule of the poller.
-- `scenarios`: validate, steady, midnight; `__main__`: the command line.
+- `scenarios`: validate (against `make bench`'s figures), midnight and steady (sampled:
+  a fraction of the jobs run by the production code, the rest as shadow load; the model
+  is described there), each also with a tuned setting; `__main__`: the command line.
 """

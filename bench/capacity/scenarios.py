@@ -2,24 +2,62 @@
 
 - `validate`: the bench's own load (`make bench`'s lateness part): 600 one-off HTTP jobs
   created through the api service, due evenly over 180 s from 60 s after creation began;
-  the first two minutes' worth are claimed at creation, the rest by the polls.
+  the first two minutes' worth are claimed at creation, the rest by the polls. Its
+  `validation` entry compares calls, write units and lateness with the bench's figures.
+- `midnight`: 1,000,000 one-off HTTP jobs due in the same second (virtual second 180, i.e.
+  00:03:00 of the simulated day), created two days before (put in the table outside
+  virtual time, as a job service would have left them: scheduled, in the due index).
+- `steady`: 100,000 runs a minute for 10 minutes: half from cron jobs (`* * * * *`, 50,000
+  jobs, 10 firings each), half one-offs due evenly over the 10 minutes; priorities 20 %
+  HIGH, 60 % NORMAL, 20 % LOW. Cron assumption: a 5-field cron fires on the minute, and
+  with no `jitter_seconds` every one of the 50,000 fires at second :00 of each minute: each
+  minute starts with a 50,000-run burst. Created two days before, like midnight's.
+
+Sampling (midnight and steady; `sampled: true, fraction: f` in the output). The production
+code runs a fraction f of the jobs (every 1/f-th); the others are shadow load, modeled where
+they compete with the sampled jobs for a shared resource:
+  (a) write and read units: every unit a sampled job's item takes is taken again x(1/f - 1)
+      at the same time, on the same key where the key is shared by many jobs (an index key:
+      the `due` index's minute#shard bucket, so its hot key sees the full burst; a tenant),
+      on the table alone where it is the job's own item (other jobs' items are other keys).
+      Shadow units are charged whether or not they fit (so the reported hottest-partition
+      peak is the load offered, and may exceed 1,000: that excess is what AWS throttles);
+      they crowd out the real writes, which then see AWS's throttling and its retries.
+  (b) the poller's work: a poll of a bucket claims its sampled jobs for real, and before
+      each, (1/f - 1) modeled claims take one of the poll's `claim_parallelism` slots for
+      one drawn `TransactWriteItems` latency each (`kernel.TaskRunner`); the poll's
+      one-after-the-other batches (the due index's 1 MB query pages, BatchGetItem of 100
+      keys, SendMessageBatch of 10) are likewise waited out for the full bucket
+      (`aws.SimulatedAws._shadow_calls`). So a poll lasts as long as the full bucket's, runs
+      into the poller's 60 s timeout when the full bucket would, and the last sampled claims
+      and sends come as late as the full bucket's last.
+Not shadowed: the worker side (SQS, the event source mappings' concurrency, Lambda's account
+concurrency). Sampled runs meet only each other there, so the report adds
+`worker_capacity`: the records per second the mappings' maximum concurrency can do with the
+invocation time measured in the sample, beside the rate the full load asks for.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
+from scheduler_core import keys
+from scheduler_core.clock import to_ms
+from scheduler_core.composition import build_store
 from scheduler_core.jobs import JobService
-from scheduler_core.model import JobCreate
+from scheduler_core.model import Job, JobCreate, JobStatus, Priority
 
 TENANT = "arn:aws:iam::123456789012:user/capacity"
 CREATORS = 8  # concurrent creates, as `make bench` creates with 8 threads
 SETTLE_SECONDS = 10  # after the last run arrived, how long to watch for duplicates
+QUIET_SECONDS = 600  # past the last due time, no arrival for this long ends a run
 
 
 @dataclass(frozen=True)
@@ -67,15 +105,34 @@ def run_one_off(world: World, load: OneOffLoad, margin_seconds: float = 180.0) -
     for creator in range(CREATORS):
         world.sim.spawn(_create_jobs, world, load, creator, created, name=f"creator {creator}")
     last_due = load.fire_ms(load.jobs - 1) / 1000.0
-    deadline = last_due + margin_seconds
+    _run_until_fired(world, load.jobs, last_due + margin_seconds, lambda: len(created) == load.jobs)
+    return report(world, load.jobs, len(created), time.perf_counter() - wall)
+
+
+def _run_until_fired(
+    world: World,
+    expected_runs: int,
+    deadline: float,
+    ready: Callable[[], bool] = lambda: True,
+    quiet_after: float | None = None,
+) -> None:
+    """Advance virtual time until every expected run has arrived (and SETTLE_SECONDS more,
+    to see duplicates), until `deadline` (virtual seconds), or, past `quiet_after`, once no
+    run has arrived for QUIET_SECONDS (what is missing then is missed: a misfire policy
+    folded it into a later run, or it failed)."""
     all_fired_at: float | None = None
+    arrived, last_change = 0, 0.0
     while world.sim.env.now < deadline:
         world.sim.run(until=world.sim.env.now + 5.0)
-        if all_fired_at is None and len(created) == load.jobs and len(world.arrivals.by_run) >= load.jobs:
-            all_fired_at = world.sim.env.now
-        if all_fired_at is not None and world.sim.env.now >= all_fired_at + SETTLE_SECONDS:
+        now = world.sim.env.now
+        if len(world.arrivals.by_run) != arrived:
+            arrived, last_change = len(world.arrivals.by_run), now
+        if all_fired_at is None and ready() and arrived >= expected_runs:
+            all_fired_at = now
+        if all_fired_at is not None and now >= all_fired_at + SETTLE_SECONDS:
             break
-    return report(world, load.jobs, len(created), time.perf_counter() - wall)
+        if quiet_after is not None and now > quiet_after and now - last_change >= QUIET_SECONDS:
+            break
 
 
 def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: float) -> dict[str, Any]:
@@ -91,15 +148,25 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
     return {
         "configuration": {
             "shards": world.shards,
-            "poller_parallelism": "1 (each shard's poll claims its firings one transaction at a time)",
+            "poller_parallelism": f"{world.settings.claim_parallelism} claims at a time per shard's poll "
+            "(claim_parallelism)",
             "worker_concurrency": {p.value: n for p, n in world.max_concurrency.items()},
             "worker_batch_size": {p.value: n for p, n in world.defaults.batch_size.items()},
             "event_source_mapping_mode": world.mode.name,
             "account_concurrency": world.account.limit,
             "lookahead_seconds": world.defaults.lookahead_seconds,
             "latency_factor": world.latency.factor,
+            "table_previous_peak_wcu": world.previous_peak_wcu or None,
         },
-        "sampled": False,
+        "sampled": world.fraction < 1.0,
+        "fraction": world.fraction,
+        "shadow": {
+            "write_units": round(world.capacity.shadow_write_units),
+            "modeled_claims": sum(runner.shadow_items for runner in world.runners),
+            "modeled_poller_calls": dict(world.aws.shadow_calls),
+        }
+        if world.fraction < 1.0
+        else None,
         "jobs_created": jobs_created,
         "runs_expected": expected_runs,
         "runs_fired": fired,
@@ -110,7 +177,13 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
             "p99": _round(percentile(lateness, 0.99)),
             "max": _round(max(lateness) if lateness else None),
         },
-        "peak_wcu_hottest_partition": {"units": writes.peak_key_units, "key": writes.peak_key},
+        "peak_wcu_hottest_partition": {
+            "units": writes.peak_key_units,
+            "key": writes.peak_key,
+            "note": "offered in one second, shadow load included: above 1,000 is what AWS throttles"
+            if world.fraction < 1.0
+            else "in one second",
+        },
         "peak_wcu_per_table_second": dict(writes.peak_table_units),
         "throttles": {
             "dynamodb_by_reason": dict(world.capacity.throttles),
@@ -144,6 +217,7 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
             f"{name}: {type(error).__name__}: {error}" for name, error in world.sim.failures[:20]
         ],
         "tasks_timed_out": len(world.sim.timed_out),
+        "worker_capacity": worker_capacity(world),
         "virtual_seconds": round(world.sim.env.now, 1),
         "wall_seconds": round(wall_seconds, 1),
     }
@@ -159,4 +233,272 @@ def validate(scale: float = 1.0, seed: int = 1) -> dict[str, Any]:
     world = World(seed=seed)
     with world.running():
         result = run_one_off(world, load)
-    return {"scenario": "validate", "load": vars(load)} | result
+    return {"scenario": "validate", "load": vars(load)} | result | {"validation": validation(result)}
+
+
+# What `make bench` measured on moto on this machine, 2026-11-25: `python -m bench --only
+# requests` (per run, near path = claimed at create, far path = claimed by a poll) and
+# `python -m bench --only lateness` (600 jobs / 3 min, clean-path lateness: runs whose path
+# saw no moto stall).
+BENCH_FIGURES: dict[str, Any] = {
+    "measured": "2026-11-25, python -m bench --only requests / --only lateness, moto on this machine",
+    "requests_per_run": {
+        "near": {"functions": 6.0, "event_source_mapping": 0.2},
+        "far": {"functions": 6.2},
+    },
+    "write_units_per_run": {"near": {"table": 13.0, "index": 5.0, "total": 18.0}, "far": {"total": 18.0}},
+    "lateness_ms": {"p50": 22.0, "p99": 147.0},
+}
+
+
+def validation(result: dict[str, Any]) -> dict[str, Any]:
+    """The simulation's figures over the bench's (1.0: the same). The validate load mixes
+    both paths (the first two minutes' jobs are claimed at create, the rest by polls), so
+    its calls and write units are compared with each path's figure. The bench's lateness is
+    moto's on this machine; the simulation's is AWS's published latencies (`latency`):
+    agreement there says the model of the path is right, not that moto is AWS."""
+
+    def factor(simulated: float | None, measured: float) -> float | None:
+        return None if simulated is None else round(simulated / measured, 2)
+
+    calls = result["aws_requests_per_run"]
+    units = result["write_units_per_run"]
+    lateness = result["lateness_ms"]
+    bench = BENCH_FIGURES
+    factors = {
+        "function_calls_vs_near": factor(calls["functions"], bench["requests_per_run"]["near"]["functions"]),
+        "function_calls_vs_far": factor(calls["functions"], bench["requests_per_run"]["far"]["functions"]),
+        "event_source_mapping_calls_vs_near": factor(
+            calls["event_source_mapping"], bench["requests_per_run"]["near"]["event_source_mapping"]
+        ),
+        "write_units_vs_near": factor(units["total"], bench["write_units_per_run"]["near"]["total"]),
+        "write_units_vs_far": factor(units["total"], bench["write_units_per_run"]["far"]["total"]),
+        "table_write_units_vs_near": factor(units["table"], bench["write_units_per_run"]["near"]["table"]),
+        "index_write_units_vs_near": factor(units["index"], bench["write_units_per_run"]["near"]["index"]),
+        "lateness_p50": factor(lateness["p50"], bench["lateness_ms"]["p50"]),
+        "lateness_p99": factor(lateness["p99"], bench["lateness_ms"]["p99"]),
+    }
+
+    def within(names: list[str]) -> float | None:
+        spread = [max(v, 1 / v) for k in names if (v := factors[k])]
+        return round(max(spread), 2) if spread else None
+
+    counted = [k for k in factors if not k.startswith(("lateness", "event_source"))]
+    return {
+        "bench": bench,
+        "factors": factors,
+        "agreement": {
+            "function_calls_and_write_units_within_factor": within(counted),
+            "lateness_within_factor": within(["lateness_p50", "lateness_p99"]),
+            "event_source_mapping_calls_factor": factors["event_source_mapping_calls_vs_near"],
+        },
+    }
+
+
+def worker_capacity(world: World) -> dict[str, Any]:
+    """What the event source mappings can do at their maximum concurrency, with the
+    invocation time measured here: the bound the worker side puts on a full (unsampled)
+    load, which the sample does not meet (see the module docstring). A batch received
+    before its runs' time waits out the delivery lead inside the invocation; a backlog's
+    batches are late and do not, hence the second figure."""
+    worker = world.worker.stats
+    batches = sum(m.stats.batches for m in world.mappings.values())
+    records = sum(m.stats.records for m in world.mappings.values())
+    if not worker.invocations or not batches:
+        return {}
+    seconds = worker.busy_seconds / worker.invocations
+    per_batch = records / batches
+    concurrent = sum(min(world.max_concurrency[p], world.mode.ceiling) for p in Priority)
+    no_wait = max(0.05, seconds - world.defaults.delivery_lead_seconds)
+    return {
+        "max_concurrent_batches": concurrent,
+        "records_per_batch": round(per_batch, 1),
+        "invocation_seconds_mean": round(seconds, 3),
+        "runs_per_second": round(concurrent * per_batch / seconds),
+        "runs_per_second_without_lead_wait": round(concurrent * per_batch / no_wait),
+    }
+
+
+# --- jobs put outside virtual time ------------------------------------------------------
+
+CREATED_BEFORE = timedelta(days=2)
+
+
+def put_jobs(world: World, specs: list[tuple[dict[str, Any], Priority, datetime]]) -> list[Job]:
+    """Jobs as the job service leaves them, created `CREATED_BEFORE` the start: scheduled,
+    their next firing in the due index. Each spec: (schedule, priority, next firing). Put
+    outside any task: no virtual time, not counted."""
+    store = build_store(world.settings, world.aws.clients("setup"))
+    created = world.sim.start - CREATED_BEFORE
+    jobs = []
+    for index, (schedule, priority, first) in enumerate(specs):
+        request = JobCreate.model_validate(
+            {
+                "name": f"capacity-{index}",
+                "schedule": schedule,
+                "target": {"type": "HTTP", "url": TARGET_URL},
+                "payload": {"index": index},
+                "priority": priority.value,
+            }
+        )
+        job = Job(
+            job_id=uuid.uuid4().hex,
+            tenant=TENANT,
+            name=request.name,
+            status=JobStatus.SCHEDULED,
+            schedule=request.schedule,
+            target=request.target,
+            payload=request.payload,
+            priority=request.priority,
+            retry=request.retry,
+            concurrency=request.concurrency,
+            misfire=request.misfire,
+            catch_up_window_seconds=request.catch_up_window_seconds,
+            next_fire_at=first,
+            created_at=created,
+            updated_at=created,
+            version=1,
+        )
+        store.put_job_if_absent(job)
+        jobs.append(job)
+    # A stack that has run for days: each shard's watermark is where its last polls left it
+    # (not a first poll's 15-minute look back).
+    for shard in range(world.shards):
+        store.advance_watermark(shard, keys.bucket_of(to_ms(world.sim.start)) - 2 * 60_000)
+    return jobs
+
+
+def _priority(index: int) -> Priority:
+    """20 % HIGH, 60 % NORMAL, 20 % LOW."""
+    return (Priority.HIGH, Priority.NORMAL, Priority.NORMAL, Priority.NORMAL, Priority.LOW)[index % 5]
+
+
+def _sampled_count(total: int, fraction: float) -> int:
+    return max(1, round(total * fraction))
+
+
+# --- midnight -----------------------------------------------------------------------------
+
+MIDNIGHT_JOBS = 1_000_000
+MIDNIGHT_DUE_SECOND = 180  # virtual seconds: 00:03:00 of the simulated day
+MIDNIGHT_FRACTION = 0.0004
+# The on-demand table's (and each index's) previous peak, an assumption: a table that has
+# served the steady scenario's load (~1,700 runs/s at ~12 write units each) has peaked near
+# 20,000 WCU/s and so serves 40,000 at once. A new table serves 4,000.
+PREVIOUS_PEAK_WCU = 20_000.0
+MIDNIGHT_MARGIN_SECONDS = 3_600.0
+
+
+def midnight(
+    scale: float = 1.0,
+    seed: int = 1,
+    fraction: float | None = None,
+    shards: int | None = None,
+    claim_parallelism: int | None = None,
+) -> dict[str, Any]:
+    """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real."""
+    total = max(1, round(MIDNIGHT_JOBS * scale))
+    f = fraction if fraction is not None else MIDNIGHT_FRACTION
+    sampled = _sampled_count(total, f)
+    f = sampled / total
+    wall = time.perf_counter()
+    world = World(
+        seed=seed,
+        shards=shards,
+        claim_parallelism=claim_parallelism,
+        fraction=f,
+        previous_peak_wcu=PREVIOUS_PEAK_WCU,
+    )
+    due = world.sim.start + timedelta(seconds=MIDNIGHT_DUE_SECOND)
+    with world.running():
+        put_jobs(world, [({"at": due.isoformat()}, _priority(i), due) for i in range(sampled)])
+        world.start(first_poll_minute=0.0)
+        _run_until_fired(
+            world,
+            sampled,
+            MIDNIGHT_DUE_SECOND + MIDNIGHT_MARGIN_SECONDS,
+            quiet_after=MIDNIGHT_DUE_SECOND,
+        )
+        result = report(world, sampled, sampled, time.perf_counter() - wall)
+    needed = total / 60.0
+    return {
+        "scenario": "midnight",
+        "load": {
+            "jobs": total,
+            "due_at": due.isoformat(),
+            "sampled_jobs": sampled,
+            "created": f"{CREATED_BEFORE.days} days before, put outside virtual time",
+        },
+        "assumptions": {
+            "table_previous_peak_wcu": PREVIOUS_PEAK_WCU,
+            "why": "on-demand serves double its previous peak at once; 20,000 WCU/s is a table "
+            "that has run the steady scenario's load (a new table: 4,000)",
+        },
+        "goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(needed)},
+    } | result
+
+
+# --- steady -------------------------------------------------------------------------------
+
+STEADY_RUNS_PER_MINUTE = 100_000
+STEADY_MINUTES = 10
+STEADY_FIRST_SECOND = 120  # virtual seconds: the first minute of the load
+STEADY_FRACTION = 0.0004
+
+
+def steady(
+    scale: float = 1.0,
+    seed: int = 1,
+    fraction: float | None = None,
+    shards: int | None = None,
+    claim_parallelism: int | None = None,
+) -> dict[str, Any]:
+    """100,000 runs a minute (times `scale`) for 10 minutes: half cron, half one-off."""
+    per_minute = max(2, round(STEADY_RUNS_PER_MINUTE * scale))
+    f = fraction if fraction is not None else STEADY_FRACTION
+    crons = _sampled_count(per_minute // 2, f)
+    one_offs = _sampled_count(per_minute // 2 * STEADY_MINUTES, f)
+    f = (crons * STEADY_MINUTES + one_offs) / (per_minute * STEADY_MINUTES)
+    wall = time.perf_counter()
+    world = World(
+        seed=seed,
+        shards=shards,
+        claim_parallelism=claim_parallelism,
+        fraction=f,
+        previous_peak_wcu=PREVIOUS_PEAK_WCU,
+    )
+    first = world.sim.start + timedelta(seconds=STEADY_FIRST_SECOND)
+    last_cron = first + timedelta(minutes=STEADY_MINUTES - 1)
+    span = STEADY_MINUTES * 60.0
+    specs: list[tuple[dict[str, Any], Priority, datetime]] = [
+        ({"cron": "* * * * *", "end_at": last_cron.isoformat()}, _priority(i), first) for i in range(crons)
+    ]
+    for i in range(one_offs):
+        at = first + timedelta(milliseconds=round(i * span * 1000 / one_offs))
+        specs.append(({"at": at.isoformat()}, _priority(i), at))
+    expected = crons * STEADY_MINUTES + one_offs
+    with world.running():
+        put_jobs(world, specs)
+        world.start(first_poll_minute=0.0)
+        _run_until_fired(
+            world,
+            expected,
+            STEADY_FIRST_SECOND + span + MIDNIGHT_MARGIN_SECONDS,
+            quiet_after=STEADY_FIRST_SECOND + span,
+        )
+        result = report(world, expected, len(specs), time.perf_counter() - wall)
+    return {
+        "scenario": "steady",
+        "load": {
+            "runs_per_minute": per_minute,
+            "minutes": STEADY_MINUTES,
+            "cron_jobs": per_minute // 2,
+            "one_off_jobs": per_minute // 2 * STEADY_MINUTES,
+            "sampled_cron_jobs": crons,
+            "sampled_one_off_jobs": one_offs,
+            "priorities": "20 % HIGH, 60 % NORMAL, 20 % LOW",
+            "cron_alignment": "`* * * * *` fires at :00 of each minute, no jitter: 50,000 runs in the "
+            "same second every minute; one-offs evenly spread",
+        },
+        "goal": {"lateness_p99_ms": 1000, "runs_per_second_needed": round(per_minute / 60.0)},
+    } | result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.capacity.scenarios import OneOffLoad, run_one_off
+from bench.capacity.scenarios import OneOffLoad, midnight, run_one_off
 from bench.capacity.world import World
 
 
@@ -19,3 +19,20 @@ def test_twenty_one_off_jobs_all_fire_once_and_on_time():
     # Every run took at least its start and its end on the table.
     assert result["write_units_per_run"]["table"] >= 4
     assert result["aws_requests_per_run"]["functions"] >= 3
+
+
+def test_a_sampled_midnight_fires_its_sample_and_models_the_rest():
+    # 4,000 jobs due in one second, 20 of them run for real: the polls wait out the other
+    # 3,980 claims and their reads and sends, and the due index's hot key takes their units.
+    result = midnight(scale=0.004, fraction=0.005)
+    assert result["sampled"] is True
+    assert result["fraction"] == 0.005
+    assert result["runs_expected"] == 20
+    assert result["runs_fired"] == 20
+    assert result["missed"] == 0
+    assert result["duplicated"] == 0
+    assert result["task_failures"] == []
+    assert result["shadow"]["modeled_claims"] == 20 * 199
+    assert result["shadow"]["modeled_poller_calls"]["SendMessageBatch"] > 300
+    assert result["peak_wcu_hottest_partition"]["key"].startswith("jobs/due ")
+    assert result["peak_wcu_hottest_partition"]["units"] >= 199
