@@ -7,7 +7,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from scheduler_core.dispatch import Dispatcher
+from scheduler_core.model import Priority
 from scheduler_core.store import DynamoJobStore
 from tests.support.events import BOB
 from tests.support.harness import ApiReply, FrozenClock, SchedulerHarness
@@ -124,3 +127,45 @@ def test_a_key_of_no_or_too_many_characters_is_a_400_naming_it(
     assert reply.status == 400, reply.body
     assert [detail["field"] for detail in reply.body["error"]["details"]] == ["Idempotency-Key"]
     assert job_ids(cloud) == []
+
+
+def test_a_key_sent_again_after_its_record_is_gone_finds_the_same_job(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The key's job has an id of its own: were its idempotency record gone (a first request
+    that failed after writing the job, or timed out and let the record expire), the create
+    sent again still makes no second job."""
+    body = job_body(receiver, clock)
+    first = create(cloud, body, "lost-record")
+    ddb = cloud.clients.dynamodb()
+    table = cloud.settings.idempotency_table_name
+    for item in ddb.scan(TableName=table)["Items"]:
+        ddb.delete_item(TableName=table, Key={"id": item["id"]})
+    again = create(cloud, body, "lost-record")
+    assert again.status == 201, again.body
+    assert again.body["job_id"] == first.body["job_id"]
+    assert job_ids(cloud) == [first.body["job_id"]]
+
+
+def test_a_create_whose_claim_fails_after_the_job_is_written_returns_the_job(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job exists once written: a claim that fails then (an AWS error) leaves its firing
+    to the poller instead of answering 500, so a client does not send it again."""
+    soon = job_body(receiver, clock) | {"schedule": {"at": (clock.now() + timedelta(seconds=30)).isoformat()}}
+
+    def claim_fails(*_: Any, **__: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "InternalServerError", "Message": "try later"}}, "TransactWriteItems"
+        )
+
+    monkeypatch.setattr(Dispatcher, "claim_and_enqueue", claim_fails)
+    made = create(cloud, soon, "claim-fails")
+    assert made.status == 201, made.body
+    monkeypatch.undo()
+    assert cloud.visible_messages(Priority.NORMAL) == 0  # nothing claimed at create
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1  # the poller claims it
+    clock.move_to(clock.now() + timedelta(seconds=30))
+    cloud.deliver()
+    assert [request.headers["x-scheduler-job-id"] for request in receiver.requests] == [made.body["job_id"]]
+    assert create(cloud, soon, "claim-fails").body["job_id"] == made.body["job_id"]

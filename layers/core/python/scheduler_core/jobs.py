@@ -17,10 +17,13 @@ from scheduler_core.errors import Conflict, NotFound, SchedulerError, Unprocessa
 from scheduler_core.job_control import JobControl
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec
+from scheduler_core.observability import logger
 from scheduler_core.ports import CreateOnce, JobStore, KeyInUse, KeyReused, Page
 from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
 from scheduler_core.target_access import TargetAccess
 
+# The namespace of the job ids that idempotency keys give (uuid5 of tenant and key).
+_IDEMPOTENCY_KEYS = uuid.UUID("5f0b7d3e-8a51-4c1e-9a63-1d2f6e4c8b70")
 # A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
 AT_PAST_TOLERANCE = timedelta(seconds=60)
 
@@ -79,9 +82,13 @@ class JobService:
         if idempotency_key is None or self._creates is None:
             return self._create(tenant, request)
         made: list[Job] = []
+        # The key's job has an id of its own: a create sent again after the first one failed
+        # past its write (its idempotency record deleted, or left to expire with a timed-out
+        # invocation) finds that job instead of making a second.
+        keyed_id = uuid.uuid5(_IDEMPOTENCY_KEYS, f"{tenant}\n{idempotency_key}").hex
 
         def create() -> str:
-            made.append(self._create(tenant, request))
+            made.append(self._create(tenant, request, keyed_id))
             return made[0].job_id
 
         field = "Idempotency-Key"
@@ -101,13 +108,17 @@ class JobService:
             ) from None
         return made[0] if made else self.get(tenant, job_id)
 
-    def _create(self, tenant: str, request: JobCreate) -> Job:
+    def _create(self, tenant: str, request: JobCreate, job_id: str | None = None) -> Job:
+        """A new job (`job_id`: the id an idempotency key gives it; if that job exists, it is
+        the one returned). Once the job is written, a failed claim leaves its firings to the
+        poller rather than failing the create: the job exists, and a create sent again must
+        not make another."""
         now = self._clock.now()
         self._check_request(request)
         schedule = request.schedule
         first = first_firing(schedule, now, now)
         job = Job(
-            job_id=uuid.uuid4().hex,
+            job_id=job_id or uuid.uuid4().hex,
             tenant=tenant,
             name=request.name,
             status=JobStatus.SCHEDULED,
@@ -124,8 +135,17 @@ class JobService:
             updated_at=now,
             version=1,
         )
-        self._store.put_job_if_absent(job)
-        return self._dispatcher.claim_and_enqueue(job, now).job
+        if not self._store.put_job_if_absent(job):
+            if job_id is None:
+                raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
+            return self.get(tenant, job.job_id)
+        try:
+            return self._dispatcher.claim_and_enqueue(job, now).job
+        except Exception:
+            logger.exception(
+                "claim at create failed; the poller claims the job", extra={"job_id": job.job_id}
+            )
+            return job
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self._store.get_job(job_id)

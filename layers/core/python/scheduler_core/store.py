@@ -206,13 +206,19 @@ class DynamoJobStore:
             }
         )
 
-    def put_job_if_absent(self, job: Job) -> None:
-        """Write a new job; job ids are fresh uuids, so a clash is a bug worth raising."""
-        self._ddb.put_item(
-            TableName=self._table,
-            Item=self._job_item(job),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+    def put_job_if_absent(self, job: Job) -> bool:
+        """Write a new job; False if a job with its id exists already."""
+        try:
+            self._ddb.put_item(
+                TableName=self._table,
+                Item=self._job_item(job),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
 
     def get_job(self, job_id: str) -> Job | None:
         reply = self._ddb.get_item(
@@ -933,8 +939,9 @@ class DynamoJobStore:
         the same transaction: if the job is still at the version read (not paused, cancelled
         or changed since) and fewer than `concurrency.max_running` slots are taken and, under
         BUFFER_ONE, no other run waits for one. The job's buffered run gives up its place as
-        it starts. The run as started (no read after the write); None for a duplicate or
-        stale message; SlotsChanged when the job is no longer as read."""
+        it starts. The run as started (no read after the write); None when the run is not as
+        read (a duplicate or stale message, or a late success recorded on it since);
+        SlotsChanged when the job is no longer as read."""
         me = run.scheduled_for_ms
         condition, values = _status_in_values(RunStatus.RUNNING)
         request = self._run_update(
@@ -948,7 +955,9 @@ class DynamoJobStore:
                 "slot": True,
                 **(self._due_attributes(run.job_id, timer) if timer else {}),
             },
-            f"{condition} AND attempt = :attempt",
+            # The run as read: a late success recorded since must not be missed (see `execution`).
+            f"{condition} AND attempt = :attempt"
+            + ("" if run.delivered_at is not None else " AND attribute_not_exists(delivered_at_ms)"),
             values | {"attempt": run.attempt},
         )
         conditions = ["version = :version", "(attribute_not_exists(running_count) OR running_count < :max)"]
