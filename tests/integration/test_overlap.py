@@ -546,3 +546,49 @@ def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_comple
     assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "CANCELLED"
     assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED"}
     assert slots(cloud, job_id) == (0, None)
+
+
+@pytest.mark.parametrize("concurrency", [None, {"overlap": "ALLOW"}], ids=["slots", "allow"])
+def test_a_late_success_recorded_while_the_next_attempt_waits_is_reused(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, concurrency: dict[str, str] | None
+) -> None:
+    """Attempt 1 outlived its lease; attempt 2's worker has read the run and waits for its
+    time when attempt 1's call comes back successful and is written on the run. Attempt 2's
+    start, conditioned on the run as read, notices, and it finishes with that answer: the
+    target is not called again, whether its start takes a slot or not (found in review)."""
+    body = every_minute(receiver) | {"schedule": {"cron": "0 * * * *"}, "retry": {"backoff_seconds": 1}}
+    job_id = cloud.create(body | ({"concurrency": concurrency} if concurrency else {}))["job_id"]
+    eleven = datetime(2026, 11, 21, 11, 0, tzinfo=UTC)
+    clock.move_to(eleven - timedelta(minutes=1))
+    cloud.poll()
+    clock.move_to(eleven)
+    [message] = cloud.clients.sqs().receive_message(QueueUrl=cloud.queue_url(Priority.NORMAL))["Messages"]
+    first = RunMessage.model_validate_json(message["Body"])
+    with pytest.raises(WorkerDied):
+        dying_executor(cloud, after_the_call=False).execute(first)  # attempt 1 hangs before its answer
+    clock.advance(cloud.settings.run_lease_seconds + 5)
+    cloud.poll()  # the watchdog: attempt 2
+    assert (
+        runs_of(cloud, job_id)[mark(eleven)]["status"],
+        runs_of(cloud, job_id)[mark(eleven)]["attempt"],
+    ) == (
+        "RETRYING",
+        2,
+    )
+    waiting = clock.sleep_until
+    recorded: list[bool] = []
+
+    def late_answer_meanwhile(when: datetime) -> None:
+        if not recorded:
+            recorded.append(store_of(cloud).record_late_success_if_may_run_again(first, 204, clock.now()))
+        waiting(when)
+
+    clock.sleep_until = late_answer_meanwhile  # type: ignore[method-assign]
+    clock.advance(10)
+    cloud.deliver()
+    clock.sleep_until = waiting  # type: ignore[method-assign]
+    assert recorded == [True]
+    run = runs_of(cloud, job_id)[mark(eleven)]
+    assert (run["status"], run["attempt"], run["response_code"]) == ("SUCCEEDED", 2, 204)
+    assert receiver.requests == []
+    assert slots(cloud, job_id) == (0, None)

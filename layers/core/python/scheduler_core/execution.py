@@ -61,6 +61,11 @@ def _duplicate(context: dict[str, object]) -> Outcome:
     return Outcome.DUPLICATE
 
 
+def _waits_for(run: Run, message: RunMessage) -> bool:
+    """Whether `run` (as read) waits for the attempt `message` carries."""
+    return run.attempt == message.attempt and run.status in WAITING
+
+
 def _goes_on_while_paused(job: Job, run: Run) -> bool:
     """A paused job stops its scheduled runs, not a manual one: that was asked for by name."""
     return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
@@ -117,7 +122,7 @@ class RunExecutor:
         job = self._job_going_on(message, context, read_job, waiting)
         if isinstance(job, Outcome):
             return job
-        if waiting is None or waiting.attempt != message.attempt or waiting.status not in WAITING:
+        if waiting is None or not _waits_for(waiting, message):
             return _duplicate(context)  # started, finished or moved on: nothing to write
 
         due = from_ms(message.due_ms)
@@ -249,7 +254,11 @@ class RunExecutor:
                 if admission is Admission.START:
                     run = self._store.start_run_in_slot(waiting, job, now, lease_until, owner, timer)
                     if run is None:
-                        return _duplicate(context)
+                        fresh = self._store.get_run(message.job_id, me)
+                        if fresh is None or not _waits_for(fresh, message):
+                            return _duplicate(context)
+                        waiting = fresh  # changed since read (a late success recorded): again
+                        continue
                     if queue or job.misfire is MisfirePolicy.CATCH_UP:
                         # Read after this start: a release that woke this run (not the next one)
                         # while a slot is still free is made up for.
