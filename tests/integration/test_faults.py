@@ -8,6 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
+
 from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher
 from scheduler_core.model import Job, Run, RunMessage
@@ -288,3 +291,34 @@ def test_cancelling_a_runs_not_started_leaves_a_run_a_worker_holds_alone(
     run = store.get_run(job["job_id"], fire_ms)
     assert run is not None
     assert run.status == "RUNNING"
+
+
+def test_a_claim_that_fails_costs_its_bucket_neither_the_other_claims_nor_their_sends(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll claims a bucket's jobs side by side; one claim failing for a reason that is not
+    contention (an AWS error after botocore's retries) is logged, the others are claimed and
+    sent, and the failed job stays in the bucket, which the next poll reads again."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=30)
+    ids = [cloud.create(hook(receiver, at=fire_at.isoformat()))["job_id"] for _ in range(12)]
+    broken = ids[3]
+    real = DynamoJobStore.claim_if_unchanged
+
+    def claim(store: DynamoJobStore, job: Job, *args: Any, **kwargs: Any) -> bool:
+        if job.job_id == broken:
+            raise ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems"
+            )
+        return real(store, job, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoJobStore, "claim_if_unchanged", claim)
+    clock.move_to(fire_at - timedelta(seconds=60))
+    reports = cloud.poll()
+    assert sum(len(report.claimed) for report in reports) == 11
+    assert sum(report.contended for report in reports) == 1
+    assert all(report.unsent == [] for report in reports)
+    monkeypatch.undo()
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1  # the bucket was kept
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 12
+    assert sorted(request.headers["x-scheduler-job-id"] for request in receiver.requests) == sorted(ids)

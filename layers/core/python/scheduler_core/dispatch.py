@@ -285,18 +285,29 @@ class Dispatcher:
             return False
         drained = self._watch_runs(due.runs, now, report) and not due.later_runs
         runs: list[Run] = []
-        for result in self._runner.map(lambda job: self.claim_firings(job, now), due.jobs):
-            if result.contended:
+        for result in self._runner.map(lambda job: self._claim_or_log(job, now), due.jobs):
+            # None: an error, logged; the job stays in the bucket for a later poll.
+            if result is None or result.contended:
                 report.contended += 1
                 drained = False
             elif result.skipped:
                 report.skipped += 1
             elif not result.runs:
                 report.lost_races += 1
-            runs += result.runs
+            runs += result.runs if result is not None else []
         report.claimed += runs
         report.unsent += self._enqueue(runs)
         return drained
+
+    def _claim_or_log(self, job: Job, now: datetime) -> ClaimResult | None:
+        """One job's claims within a poll; None if they failed for a reason other than
+        contention (logged), so one job cannot cost the other claims of its bucket their
+        send, nor stop the shard's poll every minute."""
+        try:
+            return self.claim_firings(job, now)
+        except Exception:
+            logger.exception("claim failed; the job is left for a later poll", extra={"job_id": job.job_id})
+            return None
 
     def _watch_runs(self, runs: list[Run], now: datetime, report: PollReport) -> bool:
         """The watchdog: act on each run whose timer is up. True if none was left behind."""
