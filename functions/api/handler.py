@@ -380,4 +380,7 @@ def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | No
         # What the services counted (RunsTriggered, ...); most requests count nothing, and
         # Powertools' `log_metrics` would warn about each of those.
         if metrics.metric_set:
-            metrics.flush_metrics()
+            try:
+                metrics.flush_metrics()
+            except Exception:  # the request's effects stand: its response must too
+                logger.exception("metrics not flushed")
