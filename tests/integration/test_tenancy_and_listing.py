@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from tests.support.events import ACCOUNT, ALICE, BOB
 from tests.support.harness import FrozenClock, SchedulerHarness
@@ -108,3 +109,26 @@ def test_the_openapi_document_describes_the_routes(cloud: SchedulerHarness) -> N
     assert reply.body["openapi"].startswith("3.")
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/runs"} <= set(reply.body["paths"])
     assert "JobCreate" in reply.body["components"]["schemas"]
+
+
+def test_a_filtered_listing_reads_whole_only_the_jobs_it_returns(cloud: SchedulerHarness) -> None:
+    """The tenant index holds keys only; a filter reads just the attributes it looks at, and
+    only the jobs of the page are read whole (a page may look at up to 1,000 jobs of up to
+    256 KiB each)."""
+    for n in range(30):
+        cloud.create(JOB | {"name": f"{'billing' if n % 6 == 0 else 'other'}-{n}"})
+    reads: list[tuple[bool, int]] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        for request in params["RequestItems"].values():
+            reads.append(("ProjectionExpression" in request, len(request["Keys"])))
+
+    events = cloud.clients.dynamodb().meta.events
+    events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    try:
+        page = cloud.call("GET", "/v1/jobs?name_prefix=billing-&limit=2").body
+    finally:
+        events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    assert [item["name"][:8] for item in page["items"]] == ["billing-"] * 2
+    assert page["next_cursor"] is not None
+    assert reads == [(True, 30), (False, 2)]  # the filter's attributes of all, two jobs whole

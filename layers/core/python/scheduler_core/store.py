@@ -66,6 +66,8 @@ _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThr
 FILTERED_READ_BUDGET = 1_000
 # BatchGetItem's ceiling on keys per request.
 _BATCH_GET = 100
+# What the job listing's filters look at (`list_jobs`).
+_FILTERED_ATTRIBUTES = ("status", "name")
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})
 _OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
@@ -265,23 +267,31 @@ class DynamoJobStore:
             [self._job_from_item(item) for item in items], encode_cursor(resume_key) if resume_key else None
         )
 
-    def _items_of(self, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
-        """The items of index entries, in their order; None where the item is gone."""
-        found = self._get_items([{"pk": entry["pk"], "sk": entry["sk"]} for entry in entries])
+    def _items_of(
+        self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
+    ) -> list[dict[str, Any] | None]:
+        """The items of index entries (only `attributes` of them, if given), in their order;
+        None where the item is gone."""
+        found = self._get_items([{"pk": entry["pk"], "sk": entry["sk"]} for entry in entries], attributes)
         return [found.get((entry["pk"]["S"], entry["sk"]["S"])) for entry in entries]
 
-    def _get_items(self, keys: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-        """The items of `keys` (strongly consistent, BatchGetItem 100 keys at a time), by
-        (pk, sk); a key with no item is left out. Keys DynamoDB leaves unprocessed (throttling)
-        are asked again, a few times with a pause; then StoreContention."""
+    def _get_items(
+        self, keys: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """The items of `keys` (strongly consistent, BatchGetItem 100 keys at a time; only
+        `attributes` of them, plus their keys, if given), by (pk, sk); a key with no item is
+        left out. Keys DynamoDB leaves unprocessed (throttling) are asked again, a few times
+        with a pause; then StoreContention."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        request: Any = {"ConsistentRead": True}  # boto3's KeysAndAttributes
+        if attributes:
+            names = {f"#a{n}": name for n, name in enumerate(("pk", "sk", *attributes))}
+            request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
         for first in range(0, len(keys), _BATCH_GET):
             pending: list[Mapping[str, Any]] = list(keys[first : first + _BATCH_GET])
             for pause in (*_CONTENTION_PAUSES, None):
                 try:
-                    reply = self._ddb.batch_get_item(
-                        RequestItems={self._table: {"Keys": pending, "ConsistentRead": True}}
-                    )
+                    reply = self._ddb.batch_get_item(RequestItems={self._table: request | {"Keys": pending}})
                 except ClientError as error:
                     if _is_contention(error):
                         raise StoreContention(str(error)) from error
@@ -324,7 +334,10 @@ class DynamoJobStore:
             entries = page.get("Items", [])
             if budget is not None:
                 budget -= int(page.get("ScannedCount", len(entries)))
-            items = self._items_of(entries) if keys_only else list(entries)
+            if keys_only and keep is not None:
+                items = self._kept_items_of(entries, keep, limit - len(matched))
+            else:
+                items = self._items_of(entries) if keys_only else list(entries)
             more = "LastEvaluatedKey" in page
             for position, (entry, item) in enumerate(zip(entries, items, strict=True)):
                 if item is None or (keep is not None and not keep(item)):
@@ -339,6 +352,21 @@ class DynamoJobStore:
             exclusive = page["LastEvaluatedKey"]
             if budget is not None and budget <= 0:
                 return matched, {k: _deserializer.deserialize(v) for k, v in exclusive.items()}
+
+    def _kept_items_of(
+        self, entries: Sequence[Mapping[str, Any]], keep: Callable[[dict[str, Any]], bool], wanted: int
+    ) -> list[dict[str, Any] | None]:
+        """`_items_of` for a filtered listing: the filter reads only the attributes it looks at
+        (a page may read up to `FILTERED_READ_BUDGET` jobs, each up to 256 KiB: in full, that
+        could fill the function's memory); only the first `wanted` kept jobs are read whole.
+        None in the place of every other entry."""
+        brief = self._items_of(entries, _FILTERED_ATTRIBUTES)
+        kept = [n for n, item in enumerate(brief) if item is not None and keep(item)][:wanted]
+        whole = self._items_of([entries[n] for n in kept])
+        items: list[dict[str, Any] | None] = [None] * len(entries)
+        for n, item in zip(kept, whole, strict=True):
+            items[n] = item if item is not None and keep(item) else None
+        return items
 
     def _query_items(
         self, query: dict[str, Any], start: dict[str, Any] | None
