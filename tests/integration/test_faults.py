@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from scheduler_core import keys
 from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher
 from scheduler_core.model import Job, Run, RunMessage
@@ -321,4 +322,61 @@ def test_a_claim_that_fails_costs_its_bucket_neither_the_other_claims_nor_their_
     assert sum(len(report.claimed) for report in cloud.poll()) == 1  # the bucket was kept
     clock.move_to(fire_at)
     assert cloud.deliver() == 12
+    assert sorted(request.headers["x-scheduler-job-id"] for request in receiver.requests) == sorted(ids)
+
+
+def leave_unprocessed(cloud: SchedulerHarness, times: int | None) -> Any:
+    """DynamoDB answering a BatchGetItem in part (throttled, or past 16 MB): the second half
+    of a reply's items move to UnprocessedKeys, `times` times; with None, always all of them."""
+    left = [times]
+
+    def cut(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if left[0] == 0:
+            return
+        if left[0] is not None:
+            left[0] -= 1
+        for table, items in parsed.get("Responses", {}).items():
+            if items:
+                kept = len(items) // 2 if times is not None else 0
+                keys = [{"pk": item["pk"], "sk": item["sk"]} for item in items[kept:]]
+                parsed["Responses"][table] = items[:kept]
+                parsed.setdefault("UnprocessedKeys", {})[table] = {"Keys": keys}
+
+    cloud.clients.dynamodb().meta.events.register("after-call.dynamodb.BatchGetItem", cut)
+    return cut
+
+
+def test_keys_a_batch_read_leaves_unprocessed_are_asked_again(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=30)
+    for _ in range(8):
+        cloud.create(hook(receiver, at=fire_at.isoformat()))
+    clock.move_to(fire_at - timedelta(seconds=60))
+    cut = leave_unprocessed(cloud, times=3)
+    try:
+        assert sum(len(report.claimed) for report in cloud.poll()) == 8
+    finally:
+        cloud.clients.dynamodb().meta.events.unregister("after-call.dynamodb.BatchGetItem", cut)
+
+
+def test_a_bucket_whose_batch_reads_stay_unprocessed_is_kept_for_the_next_poll(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=30)
+    ids = [cloud.create(hook(receiver, at=fire_at.isoformat()))["job_id"] for _ in range(5)]
+    clock.move_to(fire_at - timedelta(seconds=60))
+    cut = leave_unprocessed(cloud, times=None)
+    try:
+        first = cloud.poll()
+    finally:
+        cloud.clients.dynamodb().meta.events.unregister("after-call.dynamodb.BatchGetItem", cut)
+    # Every shard's bucket with a job could not be read: contended, nothing claimed, kept.
+    assert sum(report.contended for report in first) == len(
+        {keys.shard_for(i, cloud.settings.shard_count) for i in ids}
+    )
+    assert all(report.claimed == [] for report in first)
+    assert sum(len(report.claimed) for report in cloud.poll()) == 5
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 5
     assert sorted(request.headers["x-scheduler-job-id"] for request in receiver.requests) == sorted(ids)

@@ -60,6 +60,9 @@ _LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_a
 _HOLDS_SLOT = "attribute_exists(slot)"
 # Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
 _CONTENTION_PAUSES = (0.02, 0.1)
+# Pauses (seconds) before keys a BatchGetItem left unprocessed are asked again: throttling,
+# or a reply past its 16 MB (100 jobs of a few hundred KB take two or three rounds).
+_UNPROCESSED_PAUSES = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8)
 _MAX_ERROR = 2000
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 # The most items one page of a filtered listing reads (DynamoDB filters after reading).
@@ -280,8 +283,8 @@ class DynamoJobStore:
     ) -> dict[tuple[str, str], dict[str, Any]]:
         """The items of `keys` (strongly consistent, BatchGetItem 100 keys at a time; only
         `attributes` of them, plus their keys, if given), by (pk, sk); a key with no item is
-        left out. Keys DynamoDB leaves unprocessed (throttling) are asked again, a few times
-        with a pause; then StoreContention."""
+        left out. Keys DynamoDB leaves unprocessed (throttling, a reply's 16 MB) are asked
+        again, with growing pauses (`_UNPROCESSED_PAUSES`); then StoreContention."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
         request: Any = {"ConsistentRead": True}  # boto3's KeysAndAttributes
         if attributes:
@@ -289,7 +292,7 @@ class DynamoJobStore:
             request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
         for first in range(0, len(keys), _BATCH_GET):
             pending: list[Mapping[str, Any]] = list(keys[first : first + _BATCH_GET])
-            for pause in (*_CONTENTION_PAUSES, None):
+            for pause in (*_UNPROCESSED_PAUSES, None):
                 try:
                     reply = self._ddb.batch_get_item(RequestItems={self._table: request | {"Keys": pending}})
                 except ClientError as error:
