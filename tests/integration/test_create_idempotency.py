@@ -169,3 +169,49 @@ def test_a_create_whose_claim_fails_after_the_job_is_written_returns_the_job(
     cloud.deliver()
     assert [request.headers["x-scheduler-job-id"] for request in receiver.requests] == [made.body["job_id"]]
     assert create(cloud, soon, "claim-fails").body["job_id"] == made.body["job_id"]
+
+
+def throttle_idempotency_table(cloud: SchedulerHarness, operation: str) -> Any:
+    """The idempotency table answering `operation` with throttling (botocore's retries spent)."""
+    table = cloud.settings.idempotency_table_name
+
+    def throttled(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == table:
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
+            raise ClientError(error, operation)  # type: ignore[arg-type]
+
+    event = f"provide-client-params.dynamodb.{operation}"
+    cloud.clients.dynamodb().meta.events.register(event, throttled)
+    return lambda: cloud.clients.dynamodb().meta.events.unregister(event, throttled)
+
+
+def test_a_throttled_idempotency_table_before_the_create_is_a_503_and_makes_no_job(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    undo = throttle_idempotency_table(cloud, "PutItem")
+    try:
+        reply = create(cloud, job_body(receiver, clock), "busy")
+    finally:
+        undo()
+    assert reply.status == 503, reply.body
+    assert "try again" in reply.body["error"]["message"]
+    assert job_ids(cloud) == []
+
+
+def test_a_key_record_not_saved_after_the_create_still_answers_the_job_and_finds_it_again(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    body = job_body(receiver, clock)
+    undo = throttle_idempotency_table(cloud, "UpdateItem")  # Powertools saves the success
+    try:
+        made = create(cloud, body, "saved-late")
+    finally:
+        undo()
+    assert made.status == 201, made.body
+    # Its record stays in progress until that invocation's deadline (a minute here) ...
+    assert create(cloud, body, "saved-late").status == 409
+    clock.advance(61)
+    # ... then the create runs again and finds the job by the id the key gives it.
+    again = create(cloud, body, "saved-late")
+    assert (again.status, again.body["job_id"]) == (201, made.body["job_id"])
+    assert job_ids(cloud) == [made.body["job_id"]]

@@ -22,8 +22,10 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
+from botocore.exceptions import ClientError
 
 from scheduler_core.aws import AwsClients
 from scheduler_core.ports import KeyInUse, KeyReused
@@ -61,4 +63,9 @@ class IdempotentCreates:
             raise KeyReused(key) from exc
         except IdempotencyAlreadyInProgressError as exc:
             raise KeyInUse(key) from exc
+        except IdempotencyPersistenceLayerError as exc:
+            # The table's own error (throttled, say) as AWS gave it, for the caller to map.
+            if isinstance(exc.__cause__, ClientError):
+                raise exc.__cause__ from exc
+            raise
         return answer["job_id"]

@@ -106,6 +106,13 @@ class JobService:
                 "CONFLICT",
                 409,
             ) from None
+        except Exception:
+            if not made:
+                raise
+            # The job is written; only its key's record is not (the table throttled, say).
+            # A create sent again finds the job by its id all the same.
+            logger.exception("idempotency record not saved", extra={"job_id": made[0].job_id})
+            return made[0]
         return made[0] if made else self.get(tenant, job_id)
 
     def _create(self, tenant: str, request: JobCreate, job_id: str | None = None) -> Job:
