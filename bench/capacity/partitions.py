@@ -31,6 +31,7 @@ WCU_PER_PARTITION = 1_000.0
 RCU_PER_PARTITION = 3_000.0
 ON_DEMAND_INITIAL_WCU = 4_000.0
 ON_DEMAND_INITIAL_RCU = 12_000.0
+SPREAD_MAX_SECONDS = 60.0  # a sampled write stands for at most the minute before it
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ class CapacityModel:
         self.reads = _Scope(rcu_per_key, table_initial_rcu)
         self.throttles: Counter[str] = Counter()  # by reason kind
         self.shadow_write_units = 0.0
+        self._last_write: dict[tuple[str, str], float] = {}
+        self._last_read: dict[tuple[str, str], float] = {}
 
     def admit_write(self, now_seconds: float, charges: list[Charge]) -> str | None:
         """Charge a write's units, or return why it is throttled (nothing charged)."""
@@ -146,12 +149,33 @@ class CapacityModel:
 
     def add_shadow_writes(self, now_seconds: float, charges: list[Charge]) -> None:
         """Units of work the simulation does not run call by call (sampled load): charged
-        whether or not they fit, so they crowd out the real calls as the real load would."""
-        self.writes.charge(int(now_seconds), charges)
+        whether or not they fit, so they crowd out the real calls as the real load would.
+        See `_spread`: a real write's shadow is the writes since the last one on its key."""
+        self.writes.charge(int(now_seconds), self._spread(self._last_write, now_seconds, charges))
         self.shadow_write_units += sum(charge.units for charge in charges)
 
     def add_shadow_reads(self, now_seconds: float, charges: list[Charge]) -> None:
-        self.reads.charge(int(now_seconds), charges)
+        self.reads.charge(int(now_seconds), self._spread(self._last_read, now_seconds, charges))
+
+    @staticmethod
+    def _spread(last: dict[tuple[str, str], float], now: float, charges: list[Charge]) -> list[Charge]:
+        """The share of shadow units that falls in the current second. A sampled job's write
+        stands for the left-out jobs' writes on the same key (or table) since the previous
+        sampled write there: spread evenly over that interval (at most SPREAD_MAX_SECONDS),
+        the current second takes its part. Charging it all at the sampled instant would put
+        a minute's load into one second: a hot key the full load never makes."""
+        share = []
+        for charge in charges:
+            key = (charge.table, charge.key)
+            previous = last.get(key)
+            last[key] = now
+            if previous is None or now <= previous:
+                share.append(charge)  # the first on its key, or at the same instant: all now
+                continue
+            span = min(SPREAD_MAX_SECONDS, now - previous)
+            in_second = now - max(now - span, float(int(now)))
+            share.append(Charge(charge.table, charge.key, charge.units * in_second / span))
+        return share
 
     def assume_previous_peak(self, wcu: dict[str, float]) -> None:
         """An on-demand table (or index) that already served `wcu[table]` write units a

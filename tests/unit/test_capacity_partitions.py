@@ -138,3 +138,11 @@ def test_a_table_that_peaked_before_serves_double_that_at_once():
     capacity.assume_previous_peak({"jobs": 20_000.0})
     assert capacity.admit_write(0.0, [Charge("jobs", f"k{i}", 900.0) for i in range(44)]) is None
     assert capacity.admit_write(0.0, [Charge("jobs", "k99", 500.0)]) is not None
+
+
+def test_a_sampled_write_s_shadow_is_spread_over_the_time_since_the_last_on_its_key():
+    capacity = CapacityModel()
+    capacity.add_shadow_writes(10.0, [Charge("jobs/due", "bucket", 100.0)])  # first: all now
+    capacity.add_shadow_writes(20.5, [Charge("jobs/due", "bucket", 1000.0)])  # 10.5 s of writes
+    assert capacity.writes.keys[("jobs/due", "bucket")].at(20) == pytest.approx(1000.0 * 0.5 / 10.5)
+    assert capacity.shadow_write_units == 1100.0
