@@ -248,19 +248,27 @@ class WriteMeter:
         """(table WCU, index WCU) of one item write."""
         before = write.before
         table = _units(max(item_size(before), item_size(after))) * (2 if write.transactional else 1)
-        index = 0
-        shape = self.shape(write.table)
-        for keys, projection, included in shape.indexes.values():
+        index = sum(units for _, _, units in self.index_writes(write.table, before, after))
+        return float(table), float(index)
+
+    def index_writes(
+        self, table: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+    ) -> list[tuple[str, Any, int]]:
+        """(index name, the entry's partition key value, WCU) of each index entry one item
+        write deletes or writes: an entry whose keys change is deleted and written anew."""
+        shape = self.shape(table)
+        writes: list[tuple[str, Any, int]] = []
+        for name, (keys, projection, included) in shape.indexes.items():
             old = _projected(before, keys, shape.key, projection, included)
             new = _projected(after, keys, shape.key, projection, included)
             if old == new:
                 continue
             keys_changed = old is not None and new is not None and any(old[k] != new[k] for k in keys)
             if old is not None and (new is None or keys_changed):
-                index += _units(item_size(old))  # the old entry is deleted
+                writes.append((name, old[keys[0]], _units(item_size(old))))  # the old entry is deleted
             if new is not None:
-                index += _units(item_size(new))  # the new or changed entry is written
-        return float(table), float(index)
+                writes.append((name, new[keys[0]], _units(item_size(new))))  # the new or changed entry
+        return writes
 
 
 def _projected(

@@ -41,7 +41,7 @@ from moto.sqs import models as sqs_models
 from bench.capacity.kernel import Sim
 from bench.capacity.latency import LatencyModel
 from bench.capacity.partitions import CapacityModel, Charge
-from bench.metering import WriteMeter, _projected, _units, item_size, read_units
+from bench.metering import WriteMeter, _units, item_size, read_units
 from scheduler_core.aws import RETRY_CONFIG, AwsClients
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -302,20 +302,8 @@ class SimulatedAws:
         hash_name = shape.key[0]
         key_value = _scalar((after or before or write.key).get(hash_name) or write.key[hash_name])
         charges = [Charge(write.table, key_value, table_units)]
-        for name, (keys, projection, included) in shape.indexes.items():
-            old = _projected(before, keys, shape.key, projection, included)
-            new = _projected(after, keys, shape.key, projection, included)
-            if old == new:
-                continue
-            keys_changed = old is not None and new is not None and any(old[k] != new[k] for k in keys)
-            if old is not None and (new is None or keys_changed):
-                charges.append(
-                    Charge(f"{write.table}/{name}", _scalar(old[keys[0]]), float(_units(item_size(old))))
-                )
-            if new is not None:
-                charges.append(
-                    Charge(f"{write.table}/{name}", _scalar(new[keys[0]]), float(_units(item_size(new))))
-                )
+        for name, key, units in self._meter.index_writes(write.table, before, after):
+            charges.append(Charge(f"{write.table}/{name}", _scalar(key), float(units)))
         return charges
 
     def _read_charges(
