@@ -9,10 +9,18 @@ can move killed runs on. After the last fire time the soak waits until every run
 finished, or a margin that covers a lease, a re-send and the polls that act on them.
 
 It prints (and writes as JSON) what must not happen — runs lost (never finished), runs
-that succeeded twice, target effects duplicated (an `Idempotency-Key` answered 2xx more
-than once) — and what did: deliveries, DLQ records and why, runs by final status, the
-watchdog's and the workers' actions. Exits 1 if anything was lost, succeeded twice or
-duplicated, 2 if the soak could not run.
+that succeeded twice, target effects duplicated — and what did: deliveries, DLQ records
+and why, runs by final status, the watchdog's and the workers' actions. Exits 1 if anything
+was lost, succeeded twice or duplicated, 2 if the soak could not run.
+
+What counts as a duplicated effect. Delivery is at least once and the effect is one per run
+because every attempt of a run carries the same `Idempotency-Key` (its run id). A worker
+killed after its target answered 2xx and before it wrote the run's end leaves nothing that
+says the call happened; the run's next attempt must call again (else a run could be lost),
+same key: a *re-delivery after a crash*, reported but allowed. What is not allowed, and
+fails the soak: a repeat 2xx when the attempt that got the earlier 2xx lived to log its
+end (the scheduler knew and called again), or one job's target reached under two keys (two
+runs for one firing).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.console import short_name
 from infra.local.functions import FunctionHost
 from scheduler_core import keys
-from scheduler_core.execution import RUN_FINISHED  # the worker's log line of each attempt
+from scheduler_core.execution import RUN_FINISHED, TAKEN_OVER  # how the worker's attempts end their lines
 
 # What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
 POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)
@@ -207,6 +215,7 @@ def read_log(path: Path) -> dict[str, Any]:
     messages: dict[str, Counter[str]] = {}
     watched: Counter[str] = Counter()
     succeeded: Counter[str] = Counter()
+    ended: set[tuple[str, str]] = set()
     errors: Counter[str] = Counter()
     with path.open(errors="replace") as log:
         for line in log:
@@ -222,6 +231,8 @@ def read_log(path: Path) -> dict[str, Any]:
                 messages.setdefault(short_name(found["function"]), Counter())[message] += 1
                 if message == RUN_FINISHED and record.get("status") == "SUCCEEDED" and record.get("run_id"):
                     succeeded[str(record["run_id"])] += 1
+                if (message == RUN_FINISHED or message.startswith(TAKEN_OVER)) and record.get("run_id"):
+                    ended.add((str(record["run_id"]), str(record.get("attempt"))))
                 if message == "poll finished":
                     watched.update(record.get("watched") or {})
             elif found := CONSOLE_ERROR.match(line):
@@ -231,6 +242,7 @@ def read_log(path: Path) -> dict[str, Any]:
         "messages": {function: dict(counts.most_common()) for function, counts in messages.items()},
         "watchdog": dict(watched.most_common()),
         "succeeded_logged": succeeded,
+        "ended_attempts": ended,
         "local_cloud_errors": dict(errors.most_common()),
     }
 
@@ -363,6 +375,39 @@ def wait_for_runs(
     return None
 
 
+def classify_repeats(
+    arrivals: list[Arrival], job_of: dict[str, str], ended_attempts: set[tuple[str, str]]
+) -> dict[str, dict[str, str]]:
+    """The target effects that repeated, by kind (see the module's docstring): `duplicated`
+    (the soak fails) and `after_crash` (allowed), each {idempotency key or job id: why}.
+    `ended_attempts`: the (run id, attempt) pairs whose worker logged the attempt's end."""
+    duplicated: dict[str, str] = {}
+    after_crash: dict[str, str] = {}
+    ok = sorted((a for a in arrivals if 200 <= a.status < 300), key=lambda a: a.arrived_ms)
+    first: dict[str, Arrival] = {}
+    keys_of_job: dict[str, set[str]] = {}
+    for arrival in ok:
+        keys_of_job.setdefault(job_of.get(arrival.run_id, arrival.run_id), set()).add(arrival.idempotency_key)
+        earlier = first.setdefault(arrival.idempotency_key, arrival)
+        if earlier is arrival:
+            continue
+        if (earlier.run_id, earlier.attempt) in ended_attempts:
+            duplicated[arrival.idempotency_key] = (
+                f"2xx again at attempt {arrival.attempt} though attempt {earlier.attempt} "
+                "got a 2xx and logged its end"
+            )
+        else:
+            after_crash.setdefault(
+                arrival.idempotency_key,
+                f"attempt {earlier.attempt} got a 2xx and its worker died before logging its end; "
+                f"attempt {arrival.attempt} called again",
+            )
+    for job_id, keys_seen in keys_of_job.items():
+        if len(keys_seen) > 1:
+            duplicated[job_id] = f"reached under {len(keys_seen)} Idempotency-Keys: {sorted(keys_seen)}"
+    return {"duplicated": duplicated, "after_crash": after_crash}
+
+
 def summarize(
     created: list[Created],
     runs: dict[str, dict[str, Any]],
@@ -373,8 +418,9 @@ def summarize(
 ) -> dict[str, Any]:
     expected = {c.run_id: c.job_id for c in created if c.run_id and c.job_id}
     ours = [a for a in arrivals if a.run_id in expected]
-    ok_by_key = Counter(a.idempotency_key for a in ours if 200 <= a.status < 300)
-    duplicated = {key: n for key, n in ok_by_key.items() if n > 1}
+    reached = {a.idempotency_key for a in ours if 200 <= a.status < 300}
+    repeats = classify_repeats(ours, expected, logged.pop("ended_attempts"))
+    duplicated = repeats["duplicated"]
     status_of = {run_id: runs.get(run_id, {}).get("status", "NO_RUN_ITEM") for run_id in expected}
     lost = sorted(run_id for run_id, status in status_of.items() if status not in TERMINAL)
     succeeded_logged: Counter[str] = logged.pop("succeeded_logged")
@@ -391,7 +437,6 @@ def summarize(
         if status_of[r] in TERMINAL and jobs.get(job_id) != "COMPLETED"
     ]
     dead_lettered = set(dead_letters["run_failed_run_ids"])
-    reached = set(ok_by_key)
     return {
         "jobs_created": len(expected),
         "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
@@ -405,6 +450,8 @@ def summarize(
         "succeeded_twice_runs": succeeded_twice[:20],
         "duplicated_effects": len(duplicated),
         "duplicated_effect_keys": dict(list(duplicated.items())[:20]),
+        "redelivered_after_crash": len(repeats["after_crash"]),
+        "redelivered_after_crash_keys": dict(list(repeats["after_crash"].items())[:20]),
         "runs_by_status": dict(Counter(status_of.values()).most_common()),
         "runs_by_attempts": dict(sorted(Counter(runs[r]["attempt"] for r in expected if r in runs).items())),
         "jobs_by_status": dict(Counter(jobs.get(j, "NO_JOB_ITEM") for j in expected.values()).most_common()),
@@ -461,7 +508,13 @@ def print_chaos(result: dict[str, Any]) -> None:
         [
             "duplicated effects",
             r["duplicated_effects"],
-            "Idempotency-Keys answered 2xx more than once (goal 0)",
+            "a 2xx repeated after its attempt logged its end, or a job reached under two keys (goal 0)",
+        ],
+        [
+            "re-delivered after a crash",
+            r["redelivered_after_crash"],
+            "a 2xx repeated, same key, because the attempt that got it was killed before its end write "
+            "(at least once; the key keeps it one effect)",
         ],
         ["DLQ messages", r["dead_letters"]["messages"], _dead_letter_line(r["dead_letters"])],
         [
@@ -510,8 +563,10 @@ def print_chaos(result: dict[str, Any]) -> None:
         print(f"  job not completed though its run finished: {job}")
     for run_id in r["succeeded_twice_runs"]:
         print(f"  succeeded twice: {run_id}")
-    for key, n in r["duplicated_effect_keys"].items():
-        print(f"  duplicated effect: {key} answered 2xx {n}×")
+    for key, why in r["duplicated_effect_keys"].items():
+        print(f"  duplicated effect: {key}: {why}")
+    for key, why in r["redelivered_after_crash_keys"].items():
+        print(f"  re-delivered after a crash: {key}: {why}")
     for queue, depths in r["queues_at_end"].items():
         if any(depths.values()):
             print(f"  left on {queue}: {depths}")
@@ -528,7 +583,8 @@ def _dead_letter_line(dead_letters: dict[str, Any]) -> str:
 def chaos_headline(result: dict[str, Any]) -> str:
     return (
         f"lost {result['lost']}, succeeded twice {result['succeeded_twice']}, duplicated effects "
-        f"{result['duplicated_effects']} (goal 0 each) over {result['runs']} runs, "
+        f"{result['duplicated_effects']} (goal 0 each) over {result['runs']} runs; "
+        f"{result['redelivered_after_crash']} re-delivered after a crash, "
         f"{result['kills']['total']} worker kills, {result['dead_letters']['messages']} on the DLQ"
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.chaos import read_log
 from infra.local.console import Console
-from scheduler_core.execution import RUN_FINISHED
+from scheduler_core.execution import RUN_FINISHED, TAKEN_OVER
 
 WORKER = "ServerlessScheduler-WorkersWorkerFunction4647CDED-0PLIA7SCP48I"
 
@@ -44,3 +44,16 @@ def test_the_chaos_soak_reads_succeeded_runs_from_a_verbose_log(tmp_path: Path) 
     log.write_text(out.getvalue())
 
     assert read_log(log)["succeeded_logged"] == {"j:1": 2, "j:3": 1}
+
+
+def test_the_chaos_soak_reads_which_attempts_logged_their_end(tmp_path: Path) -> None:
+    out = io.StringIO()
+    console = Console(out, verbose=True)
+    console.function_log(WORKER, json.dumps({"message": RUN_FINISHED, "run_id": "j:1", "attempt": 1}))
+    taken_over = {"message": f"{TAKEN_OVER}; result discarded", "run_id": "j:2", "attempt": 3}
+    console.function_log(WORKER, json.dumps(taken_over))
+    console.function_log(WORKER, json.dumps({"message": "run started", "run_id": "j:3", "attempt": 1}))
+    log = tmp_path / "cloud.log"
+    log.write_text(out.getvalue())
+
+    assert read_log(log)["ended_attempts"] == {("j:1", "1"), ("j:2", "3")}

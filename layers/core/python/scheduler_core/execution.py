@@ -52,6 +52,7 @@ from scheduler_core.ports import (
 from scheduler_core.run_state import WAITING
 
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
+TAKEN_OVER = "run taken over by another attempt"  # how an attempt that lost its lease ends its line
 # How often a start is decided again when the job's running slots changed meanwhile.
 ADMISSION_TRIES = 5
 
@@ -185,7 +186,7 @@ class RunExecutor:
                 current = self._store.get_job(run.job_id)
                 continue
             if not aside:
-                logger.warning("run taken over by another attempt; result discarded", extra=context)
+                logger.warning(f"{TAKEN_OVER}; result discarded", extra=context)
                 return Outcome.LEASE_LOST
             self._lifecycle.wake_next_in_line(current, run)
             logger.info("run set aside: its job was paused", extra=context)
@@ -370,9 +371,9 @@ class RunExecutor:
                 # Another attempt owns the run now; if it has not called yet, it reuses this.
                 recorded = self._store.record_late_success_if_may_run_again(run, delivery.status_code, now)
                 logger.warning(
-                    "run taken over by another attempt; its success recorded for the next attempt"
+                    f"{TAKEN_OVER}; its success recorded for the next attempt"
                     if recorded
-                    else "run taken over by another attempt; result discarded",
+                    else f"{TAKEN_OVER}; result discarded",
                     extra=context,
                 )
                 return Outcome.LEASE_LOST
@@ -384,7 +385,7 @@ class RunExecutor:
                 job, run, owner, delivery.error, delivery.status_code, delivery.retryable, lateness_ms
             )
         if status is None:
-            logger.warning("run taken over by another attempt; result discarded", extra=context)
+            logger.warning(f"{TAKEN_OVER}; result discarded", extra=context)
             return Outcome.LEASE_LOST
         # One line per attempt, whatever its outcome (`make run` prints these).
         logger.info(
