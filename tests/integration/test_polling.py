@@ -217,3 +217,51 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
         assert read == [f"RUN#{to_ms(fire_at)}"]
     finally:
         events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)
+
+
+def test_a_big_bucket_sends_its_runs_a_batch_at_a_time_while_the_rest_is_claimed(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A poll does not hold a bucket's claimed runs until its last claim (a midnight burst
+    would send nothing for minutes): each batch of 10 runs of one priority is sent as soon as
+    it is claimed, the rest once the bucket is done."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    at = fire_at.isoformat().replace("+00:00", "Z")
+    by_shard: dict[int, int] = {}
+    for i in range(80):
+        job = cloud.create(
+            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
+        )
+        shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+        by_shard[shard] = by_shard.get(shard, 0) + 1
+    shard = max(by_shard, key=lambda s: by_shard[s])
+    sqs = cloud.clients.sqs()
+
+    def on_queue() -> int:
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=cloud.queue_url(Priority.NORMAL),
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesDelayed"]
+        )
+
+    seen: list[int] = []
+
+    class Watching:
+        """A `Runner`: one claim after the other, noting what the queue holds before each."""
+
+        def map(self, work: Any, items: Any) -> list[Any]:
+            results = []
+            for item in items:
+                seen.append(on_queue())
+                results.append(work(item))
+            return results
+
+    clock.move_to(fire_at - timedelta(seconds=60))
+    report = build_dispatcher(cloud.settings, cloud.clients, clock, runner=Watching()).poll_shard(shard)
+
+    assert len(report.claimed) == by_shard[shard] >= 20
+    assert seen == [claims // 10 * 10 for claims in range(by_shard[shard])]
+    assert on_queue() == by_shard[shard]  # the last, partial batch once the bucket is claimed
+    assert report.unsent == []

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, SystemClock
-from scheduler_core.dispatch import Dispatcher, PollPolicy
+from scheduler_core.dispatch import SEND_BATCH, Dispatcher, PollPolicy
 from scheduler_core.execution import RunExecutor
 from scheduler_core.idempotency import IdempotentCreates
 from scheduler_core.jobs import JobService
@@ -58,8 +58,10 @@ def build_dispatcher(
     clock: Clock,
     store: DynamoJobStore | None = None,
     runner: Runner | None = None,
+    send_batch: int = SEND_BATCH,
 ) -> Dispatcher:
-    """`runner`: how a poll's claims run side by side (default: `claim_parallelism` threads)."""
+    """`runner`: how a poll's claims run side by side (default: `claim_parallelism` threads);
+    `send_batch`: see `Dispatcher`."""
     store = store or build_store(settings, clients)
     queue = build_queue(settings, clients, clock)
     policy = PollPolicy(
@@ -69,7 +71,8 @@ def build_dispatcher(
         max_buckets=settings.max_buckets_per_poll,
     )
     lifecycle = build_lifecycle(settings, clients, clock, store)
-    return Dispatcher(store, queue, clock, policy, lifecycle, runner or Threads(settings.claim_parallelism))
+    runner = runner or Threads(settings.claim_parallelism)
+    return Dispatcher(store, queue, clock, policy, lifecycle, runner, send_batch)
 
 
 def build_target_access(settings: Settings) -> TargetAccess:

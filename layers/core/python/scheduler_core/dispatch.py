@@ -4,12 +4,16 @@ The same claim serves the poller and the create path: every firing of a job at o
 the horizon (now + lookahead) is claimed, one conditional transaction each, so a job
 never waits in the due index for a firing the next poll could reach too late. A poll claims
 a bucket's jobs side by side (`claim_parallelism` at a time): a claim touches only its own
-job and run, so the order between jobs does not matter.
+job and run, so the order between jobs does not matter. Claimed runs go to the queues as
+they are claimed, a batch at a time (`Outbox`), not once the whole bucket is claimed: in a
+big bucket (a midnight burst) the first runs reach their queue while the last are claimed.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -17,7 +21,7 @@ from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.misfire import MisfirePolicy
-from scheduler_core.model import Job, JobStatus, Run, RunStatus, Trigger, iso_or_none
+from scheduler_core.model import Job, JobStatus, Priority, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.parallel import InOrder, Runner
@@ -26,6 +30,8 @@ from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
+# A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
+SEND_BATCH = 10
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,44 @@ def following_firing(job: Job, fire_at: datetime) -> datetime | None:
         return None
 
 
+class Outbox:
+    """A poll's claimed runs on their way to the queues (one per priority): whichever claim
+    fills a batch of `batch` runs of one priority sends it, on its own thread, while the other
+    claims go on; `flush` sends what is left once the bucket is claimed. What could not be
+    sent is kept in `unsent` (their timers have a later poll send them)."""
+
+    def __init__(self, send: Callable[[list[Run]], list[Run]], batch: int = SEND_BATCH) -> None:
+        self._send = send
+        self._batch = batch
+        self._lock = threading.Lock()
+        self._waiting: dict[Priority, list[Run]] = {}
+        self.unsent: list[Run] = []
+
+    def add(self, runs: list[Run]) -> None:
+        full: list[list[Run]] = []
+        with self._lock:
+            for run in runs:
+                waiting = self._waiting.setdefault(run.priority, [])
+                waiting.append(run)
+                if len(waiting) >= self._batch:
+                    full.append(waiting)
+                    self._waiting[run.priority] = []
+        for batch in full:
+            self._sent(batch)
+
+    def flush(self) -> None:
+        with self._lock:
+            left = [run for waiting in self._waiting.values() for run in waiting]
+            self._waiting = {}
+        if left:
+            self._sent(left)
+
+    def _sent(self, runs: list[Run]) -> None:
+        unsent = self._send(runs)
+        with self._lock:
+            self.unsent += unsent
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -90,7 +134,11 @@ class Dispatcher:
         policy: PollPolicy,
         lifecycle: RunLifecycle,
         runner: Runner | None = None,
+        send_batch: int = SEND_BATCH,
     ) -> None:
+        """`send_batch`: how many claimed runs of one priority a poll sends at a time (a
+        simulation that runs a sample of the jobs sends each as it is claimed: each stands
+        for many whose batches fill at once)."""
         self._store = store
         self._queue = queue
         self._clock = clock
@@ -98,6 +146,7 @@ class Dispatcher:
         self._lifecycle = lifecycle
         # A bucket's jobs are claimed side by side (each claim writes only its own job).
         self._runner: Runner = runner or InOrder()
+        self._send_batch = send_batch
 
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
@@ -284,8 +333,12 @@ class Dispatcher:
             report.contended += 1
             return False
         drained = self._watch_runs(due.runs, now, report) and not due.later_runs
-        runs: list[Run] = []
-        for result in self._runner.map(lambda job: self._claim_or_log(job, now), due.jobs):
+        outbox = Outbox(self._enqueue, self._send_batch)
+        try:
+            results = self._runner.map(lambda job: self._claim_or_log(job, now, outbox), due.jobs)
+        finally:
+            outbox.flush()  # what is claimed is sent, whatever happened to the rest
+        for result in results:
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
@@ -294,20 +347,21 @@ class Dispatcher:
                 report.skipped += 1
             elif not result.runs:
                 report.lost_races += 1
-            runs += result.runs if result is not None else []
-        report.claimed += runs
-        report.unsent += self._enqueue(runs)
+            report.claimed += result.runs if result is not None else []
+        report.unsent += outbox.unsent
         return drained
 
-    def _claim_or_log(self, job: Job, now: datetime) -> ClaimResult | None:
-        """One job's claims within a poll; None if they failed for a reason other than
-        contention (logged), so one job cannot cost the other claims of its bucket their
-        send, nor stop the shard's poll every minute."""
+    def _claim_or_log(self, job: Job, now: datetime, outbox: Outbox) -> ClaimResult | None:
+        """One job's claims within a poll, handed to `outbox` as they are made; None if they
+        failed for a reason other than contention (logged), so one job cannot cost the other
+        claims of its bucket their send, nor stop the shard's poll every minute."""
         try:
-            return self.claim_firings(job, now)
+            result = self.claim_firings(job, now)
         except Exception:
             logger.exception("claim failed; the job is left for a later poll", extra={"job_id": job.job_id})
             return None
+        outbox.add(result.runs)
+        return result
 
     def _watch_runs(self, runs: list[Run], now: datetime, report: PollReport) -> bool:
         """The watchdog: act on each run whose timer is up. True if none was left behind."""
