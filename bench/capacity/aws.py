@@ -173,12 +173,17 @@ class SimulatedAws:
             return botocore_stubber(event_name, request)
         label = f"{role} {service}.{operation}"
         self.usage.attempts[label] += 1
+        shadow_calls = 0.0
         if role == "poller" and self.shadow > 0 and operation in _SHADOWED_BATCHES:
-            # The left-out jobs' share of the poll's one-after-the-other batches, before
-            # this one: the full bucket's reads and sends.
+            # The left-out jobs' share of the poll's one-after-the-other batches: the full
+            # bucket's reads, before this one; the sends of the runs claimed beside this
+            # one's (the poll sends as it claims, a batch per filled batch), after it.
             key, per_call = _SHADOWED_BATCHES[operation]
             entries = len(_batch_entries(_json_body(request), key))
-            self._shadow_calls(service, operation, entries * (1.0 + self.shadow) / per_call - 1.0)
+            shadow_calls = entries * (1.0 + self.shadow) / per_call - 1.0
+            if operation not in _SQS_SENDS:
+                self._shadow_calls(service, operation, shadow_calls)
+                shadow_calls = 0.0
         latency = self.latency.call(service, operation)
         self.sim.sleep(latency / 2)
         if service == "dynamodb":
@@ -190,6 +195,8 @@ class SimulatedAws:
                 for listener in self._send_listeners.get(queue_url, []):
                     listener()
         self.sim.sleep(latency / 2)
+        if shadow_calls:
+            self._shadow_calls(service, operation, shadow_calls)
         if (
             role == "poller"
             and self.shadow > 0

@@ -25,7 +25,7 @@ from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
 from scheduler_core.aws import AwsClients
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
-from scheduler_core.dispatch import Dispatcher
+from scheduler_core.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.execution import RunExecutor
 from scheduler_core.jobs import JobService
 from scheduler_core.model import Priority
@@ -262,7 +262,10 @@ class World:
                 shadow_seconds=transaction_seconds if aws.shadow else None,
             )
             self.runners.append(runner)
-            return build_dispatcher(settings, clients, clock, runner=runner)
+            # Sampled, each claimed run stands for 1/f whose batches fill at once: sent as
+            # claimed, the rest of its batch's sends modeled after it (`aws._send`).
+            send_batch = 1 if aws.shadow else SEND_BATCH
+            return build_dispatcher(settings, clients, clock, runner=runner, send_batch=send_batch)
 
         self.poller = Function("poller", sim, aws, account, dispatcher, POLLER_TIMEOUT_SECONDS)
         for priority in Priority:
