@@ -49,6 +49,45 @@ class QueueCapacity:
     max_concurrency: int
 
 
+TABLE_CAPACITY_MODES = ("ON_DEMAND", "PROVISIONED")
+# DynamoDB's default per-table quota of provisioned units; a deployer raises it with AWS first.
+MAX_PROVISIONED_UNITS = 1_000_000
+
+
+@dataclass(frozen=True)
+class TableCapacity:
+    """How the tables and their indexes are billed. ON_DEMAND: per request (the default; no
+    capacity to plan, $0.625 per million write units). PROVISIONED: units reserved by the
+    hour (about 40% of that at a steady load), scaled by Application Auto Scaling between
+    `min` and `max` of each of `read` and `write` to keep `target_utilization_percent` used;
+    the same bounds for the jobs table, each of its indexes and the idempotency table."""
+
+    mode: str
+    read_min: int
+    read_max: int
+    write_min: int
+    write_max: int
+    target_utilization_percent: int
+
+    @property
+    def provisioned(self) -> bool:
+        return self.mode == "PROVISIONED"
+
+    def check(self) -> None:
+        if self.mode not in TABLE_CAPACITY_MODES:
+            raise ConfigError(
+                f"context table_capacity.mode must be one of {TABLE_CAPACITY_MODES}, got {self.mode!r}"
+            )
+        for kind, low, high in (
+            ("read", self.read_min, self.read_max),
+            ("write", self.write_min, self.write_max),
+        ):
+            _check_range(f"table_capacity.{kind}.min", low, 1, MAX_PROVISIONED_UNITS)
+            _check_range(f"table_capacity.{kind}.max", high, low, MAX_PROVISIONED_UNITS)
+        # Application Auto Scaling's bounds for DynamoDB target tracking.
+        _check_range("table_capacity.target_utilization_percent", self.target_utilization_percent, 20, 90)
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """Every context setting of the stack. `None` target ARNs mean any in the account and region."""
@@ -68,6 +107,7 @@ class SchedulerConfig:
     target_function_arns: tuple[str, ...] | None
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
+    table_capacity: TableCapacity = TableCapacity("ON_DEMAND", 5, 4000, 5, 4000, 70)
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
@@ -81,6 +121,7 @@ class SchedulerConfig:
         # Fewer receives would send a message to the DLQ after a couple of throttles.
         _check_range("max_receive_count", self.max_receive_count, 5, 1000)
         _check_range("run_retention_days", self.run_retention_days, 1, 3650)
+        self.table_capacity.check()
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"context log_level must be one of {LOG_LEVELS}, got {self.log_level!r}")
         if set(self.queue_capacity) != set(PRIORITIES):
@@ -146,6 +187,7 @@ class SchedulerConfig:
             target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
             target_function_arns=_arn_list(node, "target_function_arns"),
             claim_parallelism=required_int("claim_parallelism"),
+            table_capacity=_table_capacity(required("table_capacity")),
         )
 
 
@@ -192,6 +234,24 @@ def _queue_capacity(value: Any) -> dict[str, QueueCapacity]:
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ConfigError(
             'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n}'
+        ) from error
+
+
+def _table_capacity(value: Any) -> TableCapacity:
+    capacity = _json_value("table_capacity", value)
+    try:
+        return TableCapacity(
+            mode=str(capacity["mode"]).upper(),
+            read_min=int(capacity["read"]["min"]),
+            read_max=int(capacity["read"]["max"]),
+            write_min=int(capacity["write"]["min"]),
+            write_max=int(capacity["write"]["max"]),
+            target_utilization_percent=int(capacity["target_utilization_percent"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(
+            'context table_capacity must be {"mode": "ON_DEMAND"|"PROVISIONED", '
+            '"read": {"min": n, "max": n}, "write": {"min": n, "max": n}, "target_utilization_percent": n}'
         ) from error
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
+
+from infra.config import TableCapacity
 
 DUE_INDEX = "due"
 TENANT_INDEX = "by_tenant"
@@ -18,21 +22,23 @@ _PITR = dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled
 
 
 class JobStore(Construct):
-    """Both tables on demand with point-in-time recovery.
+    """Both tables with point-in-time recovery, billed as context `table_capacity` says: on
+    demand, or provisioned with auto scaling (`infra.config.TableCapacity`).
 
     `dynamodb.Table`, not `TableV2`: the template also deploys into moto's CloudFormation,
     which has no AWS::DynamoDB::GlobalTable.
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, capacity: TableCapacity) -> None:
         super().__init__(scope, construct_id)
+        self._capacity = capacity
         string, number = dynamodb.AttributeType.STRING, dynamodb.AttributeType.NUMBER
         self.jobs_table = dynamodb.Table(
             self,
             "Jobs",
             partition_key=_key("pk", string),
             sort_key=_key("sk", string),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            **self._billing(),
             point_in_time_recovery_specification=_PITR,
             # Run items carry `expires_at` so run history ages out after RUN_RETENTION_DAYS.
             time_to_live_attribute="expires_at",
@@ -49,12 +55,14 @@ class JobStore(Construct):
             partition_key=_key("due_pk", string),
             sort_key=_key("due_sk", number),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+            **self._units(),
         )
         self.jobs_table.add_global_secondary_index(
             index_name=TENANT_INDEX,
             partition_key=_key("tenant", string),
             sort_key=_key("created_key", string),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+            **self._units(),
         )
 
         # Powertools idempotency layout: key `id`, TTL `expiration`.
@@ -62,12 +70,48 @@ class JobStore(Construct):
             self,
             "Idempotency",
             partition_key=_key("id", string),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            **self._billing(),
             point_in_time_recovery_specification=_PITR,
             time_to_live_attribute="expiration",
             # Short-lived records (a day) that only deduplicate creates sent again.
             removal_policy=RemovalPolicy.DESTROY,
         )
+        if capacity.provisioned:
+            self._scale(self.jobs_table, indexes=(DUE_INDEX, TENANT_INDEX))
+            self._scale(self.idempotency_table, indexes=())
+
+    def _units(self) -> dict[str, Any]:
+        """A provisioned table's or index's least units (none on demand)."""
+        if not self._capacity.provisioned:
+            return {}
+        return {"read_capacity": self._capacity.read_min, "write_capacity": self._capacity.write_min}
+
+    def _billing(self) -> dict[str, Any]:
+        """A table's billing properties."""
+        mode = (
+            dynamodb.BillingMode.PROVISIONED
+            if self._capacity.provisioned
+            else dynamodb.BillingMode.PAY_PER_REQUEST
+        )
+        return {"billing_mode": mode, **self._units()}
+
+    def _scale(self, table: dynamodb.Table, indexes: tuple[str, ...]) -> None:
+        """Target tracking on the table's and each index's read and write units."""
+        capacity = self._capacity
+        target = capacity.target_utilization_percent
+        table.auto_scale_read_capacity(
+            min_capacity=capacity.read_min, max_capacity=capacity.read_max
+        ).scale_on_utilization(target_utilization_percent=target)
+        table.auto_scale_write_capacity(
+            min_capacity=capacity.write_min, max_capacity=capacity.write_max
+        ).scale_on_utilization(target_utilization_percent=target)
+        for index in indexes:
+            table.auto_scale_global_secondary_index_read_capacity(
+                index, min_capacity=capacity.read_min, max_capacity=capacity.read_max
+            ).scale_on_utilization(target_utilization_percent=target)
+            table.auto_scale_global_secondary_index_write_capacity(
+                index, min_capacity=capacity.write_min, max_capacity=capacity.write_max
+            ).scale_on_utilization(target_utilization_percent=target)
 
     def jobs_index_arn(self, index_name: str) -> str:
         """The ARN IAM needs for a Query on one of the jobs table's indexes."""

@@ -26,7 +26,7 @@ class SchedulerStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        self.store = JobStore(self, "JobStore")
+        self.store = JobStore(self, "JobStore", capacity=config.table_capacity)
         self.queues = SchedulerQueues(
             self,
             "Queues",

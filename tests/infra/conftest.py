@@ -77,8 +77,8 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
 
 
 # Target grants narrowed: no queues and no event buses (those grants are left out), one topic,
-# and a deployer's wildcard pattern of functions; and a non-default timer, to see context
-# settings reach the functions.
+# and a deployer's wildcard pattern of functions; a non-default timer, to see context
+# settings reach the functions; and the tables on provisioned capacity.
 NARROWED_TOPIC = "arn:aws:sns:eu-west-1:111122223333:alerts"
 NARROWED_FUNCTIONS = "arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"
 NARROWED_CONTEXT: dict[str, Any] = {
@@ -88,6 +88,12 @@ NARROWED_CONTEXT: dict[str, Any] = {
     "target_function_arns": [NARROWED_FUNCTIONS],
     "resend_after_seconds": 300,
     "claim_parallelism": 24,
+    "table_capacity": {
+        "mode": "PROVISIONED",
+        "read": {"min": 5, "max": 500},
+        "write": {"min": 10, "max": 40000},
+        "target_utilization_percent": 70,
+    },
 }
 
 

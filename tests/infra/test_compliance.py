@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_cdk import Validations
 
 from tests.infra.conftest import NARROWED_FUNCTIONS, Synthesis
@@ -95,7 +96,12 @@ def test_acknowledged_findings_are_the_reviewed_ones(synthesis: Synthesis) -> No
     }
 
 
-def test_cfn_lint_finds_no_errors_and_only_the_allowed_warnings(synthesis: Synthesis) -> None:
+@pytest.mark.parametrize("which", ["synthesis", "narrowed"])
+def test_cfn_lint_finds_no_errors_and_only_the_allowed_warnings(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """The default template, and the one with other context (provisioned tables among it)."""
+    synthesis: Synthesis = request.getfixturevalue(which)
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
     result = subprocess.run(
         [str(cfn_lint), "--format", "json", str(synthesis.template_path)],

@@ -16,6 +16,11 @@ def _config(**overrides: Any) -> SchedulerConfig:
     return SchedulerConfig.from_context(App(context={**cdk_json_context(), **overrides}).node)
 
 
+def _capacity(**changes: Any) -> dict[str, Any]:
+    """cdk.json's table_capacity with `changes`."""
+    return {**cdk_json_context()["table_capacity"], **changes}
+
+
 def test_cdk_json_holds_the_documented_defaults() -> None:
     config = _config()
     assert config.shards == 4
@@ -35,6 +40,8 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.target_topic_arns is None
     assert config.target_event_bus_arns is None
     assert config.target_function_arns is None
+    assert config.table_capacity.mode == "ON_DEMAND"
+    assert not config.table_capacity.provisioned
 
 
 def test_cli_style_string_overrides_are_parsed() -> None:
@@ -83,11 +90,29 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"target_topic_arns": "arn:aws:sns:eu-west-1:111122223333:not-a-list"},
         {"target_event_bus_arns": {"bus": "arn:aws:events:eu-west-1:111122223333:event-bus/b"}},
         {"target_function_arns": [42]},
+        {"table_capacity": {"mode": "RESERVED"}},
+        {"table_capacity": _capacity(target_utilization_percent=95)},
+        {"table_capacity": _capacity(mode="RESERVED")},
+        {"table_capacity": _capacity(read={"min": 100, "max": 50})},
+        {"table_capacity": _capacity(write={"min": 0, "max": 50})},
     ],
 )
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         _config(**override)
+
+
+def test_table_capacity_errors_say_what_to_write() -> None:
+    with pytest.raises(ConfigError, match="ON_DEMAND"):
+        _config(table_capacity={"mode": "PROVISIONED"})
+    with pytest.raises(ConfigError, match=r"table_capacity.read.max must be between 100"):
+        _config(table_capacity=_capacity(mode="PROVISIONED", read={"min": 100, "max": 50}))
+    provisioned = _config(
+        table_capacity='{"mode": "provisioned", "read": {"min": 1, "max": 2}, '
+        '"write": {"min": 3, "max": 4}, "target_utilization_percent": 50}'
+    )
+    assert provisioned.table_capacity.provisioned
+    assert (provisioned.table_capacity.write_min, provisioned.table_capacity.write_max) == (3, 4)
 
 
 def test_target_arn_patterns_must_fit_the_api_functions_environment() -> None:

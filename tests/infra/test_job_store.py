@@ -97,3 +97,53 @@ def test_the_integration_tests_table_is_the_stacks_table(synthesis: Synthesis) -
         JOBS_TABLE_DEFINITION["AttributeDefinitions"], key=str
     )
     assert indexes(jobs) == indexes(JOBS_TABLE_DEFINITION)
+
+
+def test_on_demand_by_default_with_nothing_to_scale(synthesis: Synthesis) -> None:
+    tables = synthesis.resources("AWS::DynamoDB::Table").values()
+    assert {table["Properties"]["BillingMode"] for table in tables} == {"PAY_PER_REQUEST"}
+    assert synthesis.resources("AWS::ApplicationAutoScaling::ScalableTarget") == {}
+
+
+def test_provisioned_capacity_scales_every_table_and_index_on_utilization(narrowed: Synthesis) -> None:
+    """Context `table_capacity.mode: PROVISIONED` (see NARROWED_CONTEXT): each table and each
+    index starts at its least units and is scaled by target tracking between the bounds."""
+    tables = {
+        name: _table(narrowed, table)["Properties"]
+        for name, table in (
+            ("jobs", narrowed.stack.store.jobs_table),
+            ("idempotency", narrowed.stack.store.idempotency_table),
+        )
+    }
+    least = {"ReadCapacityUnits": 5, "WriteCapacityUnits": 10}
+    for properties in tables.values():
+        assert "BillingMode" not in properties or properties["BillingMode"] == "PROVISIONED"
+        assert properties["ProvisionedThroughput"] == least
+    assert [index["ProvisionedThroughput"] for index in tables["jobs"]["GlobalSecondaryIndexes"]] == [
+        least,
+        least,
+    ]
+
+    targets = narrowed.resources("AWS::ApplicationAutoScaling::ScalableTarget").values()
+    scaled = sorted(
+        (
+            target["Properties"]["ScalableDimension"],
+            target["Properties"]["MinCapacity"],
+            target["Properties"]["MaxCapacity"],
+        )
+        for target in targets
+    )
+    reads = ("dynamodb:{}:ReadCapacityUnits", 5, 500)
+    writes = ("dynamodb:{}:WriteCapacityUnits", 10, 40000)
+    expected = [
+        (dimension.format(kind), low, high)
+        for kind, count in (("index", 2), ("table", 2))
+        for dimension, low, high in (reads, writes)
+        for _ in range(count)
+    ]
+    assert scaled == sorted(expected)
+    policies = narrowed.resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    assert len(policies) == 8
+    assert {
+        policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] for policy in policies
+    } == {70}

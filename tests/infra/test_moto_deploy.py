@@ -35,28 +35,35 @@ def _empty_zip() -> bytes:
     return buffer.getvalue()
 
 
-def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> None:
+def _create_stack(synthesis: Synthesis) -> list[warnings.WarningMessage]:
+    """Deploy the synthesized template into moto (inside `mock_aws`) as `cdk deploy` would;
+    the warnings moto gave."""
     template = synthesis.template.to_json()
     assets = json.loads(synthesis.template_path.with_name("ServerlessScheduler.assets.json").read_text())
-    with mock_aws():
-        # What `cdk bootstrap` and asset publishing provide in a real account.
-        s3 = boto3.client("s3", region_name="us-east-1")
-        bucket = "cdk-hnb659fds-assets-123456789012-us-east-1"
-        s3.create_bucket(Bucket=bucket)
-        for asset in assets["files"].values():
-            for destination in asset["destinations"].values():
-                s3.put_object(Bucket=bucket, Key=destination["objectKey"], Body=_empty_zip())
-        boto3.client("ssm", region_name="us-east-1").put_parameter(
-            Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String"
+    # What `cdk bootstrap` and asset publishing provide in a real account.
+    s3 = boto3.client("s3", region_name="us-east-1")
+    bucket = "cdk-hnb659fds-assets-123456789012-us-east-1"
+    s3.create_bucket(Bucket=bucket)
+    for asset in assets["files"].values():
+        for destination in asset["destinations"].values():
+            s3.put_object(Bucket=bucket, Key=destination["objectKey"], Body=_empty_zip())
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="ServerlessScheduler",
+            TemplateBody=json.dumps(template),
+            Capabilities=["CAPABILITY_IAM"],
         )
+    return caught
+
+
+def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> None:
+    with mock_aws():
+        caught = _create_stack(synthesis)
         cloudformation = boto3.client("cloudformation", region_name="us-east-1")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            cloudformation.create_stack(
-                StackName="ServerlessScheduler",
-                TemplateBody=json.dumps(template),
-                Capabilities=["CAPABILITY_IAM"],
-            )
         (stack,) = cloudformation.describe_stacks(StackName="ServerlessScheduler")["Stacks"]
         functions = boto3.client("lambda", region_name="us-east-1").list_functions()["Functions"]
         # What `make redrive` reads, resolved by a deployment.
@@ -96,9 +103,37 @@ def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> Non
     assert api.target_queue_arns == ("arn:aws:sqs:us-east-1:123456789012:*",)
     assert api.target_function_arns == ("arn:aws:lambda:us-east-1:123456789012:function:*",)
     build_target_access(api).check(SnsTarget(type="SNS", topic_arn="arn:aws:sns:us-east-1:123456789012:t"))
-    skipped = {
+    assert _skipped(caught) == set(SKIPPED_BY_MOTO)
+
+
+def test_a_provisioned_template_deploys_its_tables_with_their_least_units(narrowed: Synthesis) -> None:
+    """Context `table_capacity.mode: PROVISIONED` deploys too: moto takes the tables' and
+    indexes' units and skips the auto scaling resources (it has no CloudFormation for them;
+    the template's own tests check those)."""
+    with mock_aws():
+        caught = _create_stack(narrowed)
+        cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+        (stack,) = cloudformation.describe_stacks(StackName="ServerlessScheduler")["Stacks"]
+        settings = deployed_settings(cloudformation, "ServerlessScheduler")
+        table = boto3.client("dynamodb", region_name="us-east-1").describe_table(
+            TableName=settings.jobs_table_name
+        )["Table"]
+
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    units = [
+        table["ProvisionedThroughput"],
+        *(index["ProvisionedThroughput"] for index in table["GlobalSecondaryIndexes"]),
+    ]
+    assert [(u["ReadCapacityUnits"], u["WriteCapacityUnits"]) for u in units] == [(5, 10)] * 3
+    assert _skipped(caught) == set(SKIPPED_BY_MOTO) | {
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+    }
+
+
+def _skipped(caught: list[warnings.WarningMessage]) -> set[str]:
+    return {
         match.group(1)
         for warning in caught
         if (match := re.search(r"Tried to parse (\S+) but it's not supported", str(warning.message)))
     }
-    assert skipped == set(SKIPPED_BY_MOTO)
