@@ -364,22 +364,27 @@ class Dispatcher:
         return result
 
     def _watch_runs(self, runs: list[Run], now: datetime, report: PollReport) -> bool:
-        """The watchdog: act on each run whose timer is up. True if none was left behind."""
-        drained = True
-        for run in runs:
-            if run.due_at is None or run.due_at > now:
-                drained = False  # a lease or retry still running: read again by a later poll
-                continue
-            try:
-                action = self._lifecycle.watch(run, now)
-            except StoreContention:
+        """The watchdog: act on each run whose timer is up, side by side like the claims (each
+        acts on its own run). True if none was left behind."""
+        up = [run for run in runs if run.due_at is not None and run.due_at <= now]
+        # A lease or retry still running: read again by a later poll.
+        drained = len(up) == len(runs)
+        for action in self._runner.map(lambda run: self._watch_or_log(run, now), up):
+            if action is None:
                 report.contended += 1
                 drained = False
-                continue
-            except Exception:
-                # One run that cannot be handled (its job unreadable, a bug) must not stop the
-                # shard's poll every minute: logged, left where it is, like an unreadable item.
-                logger.exception("watchdog failed on a run; skipped", extra={"run_id": run.run_id})
-                action = "error"
-            report.watched[action] = report.watched.get(action, 0) + 1
+            else:
+                report.watched[action] = report.watched.get(action, 0) + 1
         return drained
+
+    def _watch_or_log(self, run: Run, now: datetime) -> str | None:
+        """What the watchdog did with one run; None if contention left it for a later poll."""
+        try:
+            return self._lifecycle.watch(run, now)
+        except StoreContention:
+            return None
+        except Exception:
+            # One run that cannot be handled (its job unreadable, a bug) must not stop the
+            # shard's poll every minute: logged, left where it is, like an unreadable item.
+            logger.exception("watchdog failed on a run; skipped", extra={"run_id": run.run_id})
+            return "error"
