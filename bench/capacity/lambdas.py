@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from moto.sqs.models import sqs_backends
@@ -349,7 +350,14 @@ class PollSchedule:
 
     def _poll(self, shard: int) -> None:
         started = self._sim.env.now
-        invoked, report = self._function.invoke(lambda container: container.service.poll_shard(shard))
+
+        def poll(container: Container[Any]) -> Any:
+            # What the handler reads from its context: the time left of the invocation's
+            # timeout (which, as `Function.invoke` counts it, the start-up took from).
+            time_left = self._function.timeout_seconds - (self._sim.env.now - started)
+            return container.service.poll_shard(shard, timedelta(seconds=time_left))
+
+        invoked, report = self._function.invoke(poll)
         self.polls.append(
             {
                 "shard": shard,

@@ -24,13 +24,14 @@ from bench.capacity.partitions import CapacityModel
 from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
 from scheduler_core.aws import AwsClients
-from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
+from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
 from scheduler_core.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.execution import RunExecutor
 from scheduler_core.jobs import JobService
 from scheduler_core.model import Priority
 from scheduler_core.observability import logger, metrics
 from scheduler_core.settings import Settings
+from scheduler_core.store import DUE_PAGE
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
 TARGET_URL = "https://target.example.com/hook"
@@ -265,7 +266,10 @@ class World:
             # Sampled, each claimed run stands for 1/f whose batches fill at once: sent as
             # claimed, the rest of its batch's sends modeled after it (`aws._send`).
             send_batch = 1 if aws.shadow else SEND_BATCH
-            return build_dispatcher(settings, clients, clock, runner=runner, send_batch=send_batch)
+            # Likewise a page of the due index: its real entries stand for 1/f each.
+            due_page = max(1, round(DUE_PAGE * self.fraction))
+            store = build_store(settings, clients, due_page=due_page)
+            return build_dispatcher(settings, clients, clock, store, runner, send_batch)
 
         self.poller = Function("poller", sim, aws, account, dispatcher, POLLER_TIMEOUT_SECONDS)
         for priority in Priority:

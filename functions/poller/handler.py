@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -24,7 +25,9 @@ def handler(
     event: dict[str, Any], context: LambdaContext, dispatcher: Dispatcher | None = None
 ) -> dict[str, Any]:
     shard = PollEvent.model_validate(event).shard
-    report = (dispatcher or default_dispatcher()).poll_shard(shard)
+    remaining_ms = context.get_remaining_time_in_millis()
+    time_left = timedelta(milliseconds=remaining_ms) if remaining_ms > 0 else None
+    report = (dispatcher or default_dispatcher()).poll_shard(shard, time_left)
     metrics.add_metric(name="RunsClaimed", unit="Count", value=len(report.claimed))
     summary = {
         "shard": shard,
@@ -33,6 +36,7 @@ def handler(
         "lost_races": report.lost_races,
         "contended": report.contended,
         "skipped": report.skipped,  # jobs moved past missed firings, none of which ran (misfire)
+        "left": report.left,  # jobs not tried: the poll stopped before its timeout (the next goes on)
         "unsent": len(report.unsent),
         "watched": report.watched,
         "watermark_ms": report.watermark_ms,

@@ -66,12 +66,12 @@ def test_a_first_poll_that_fails_does_not_let_its_window_slide(
     at = clock.now() + timedelta(minutes=5)
     cloud.create(hook(receiver, at=at.isoformat()))
     store = cloud.dispatcher._store
-    original = store.due_items
-    store.due_items = lambda *args, **kwargs: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
+    original = store.due_pages
+    store.due_pages = lambda *args, **kwargs: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
     cloud.poll()  # every first poll fails ...
     clock.move_to(at + timedelta(hours=2))
     cloud.poll()  # ... for two hours
-    store.due_items = original  # type: ignore[method-assign]
+    store.due_pages = original  # type: ignore[method-assign]
     assert sum(len(report.claimed) for report in cloud.poll()) == 1
     cloud.deliver()
     assert len(receiver.requests) == 1

@@ -8,8 +8,8 @@ from typing import Any
 
 from scheduler_core import keys
 from scheduler_core.clock import to_ms
-from scheduler_core.composition import build_dispatcher
-from scheduler_core.dispatch import Dispatcher
+from scheduler_core.composition import build_dispatcher, build_store
+from scheduler_core.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
 from scheduler_core.model import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -71,7 +71,8 @@ def test_a_poller_claiming_from_a_stale_read_loses_every_race_to_the_one_that_cl
     seen_by_a = [
         job
         for shard in range(cloud.settings.shard_count)
-        for job in store.due_items(shard, keys.bucket_of(to_ms(fire_at)), until).jobs
+        for page in store.due_pages(shard, keys.bucket_of(to_ms(fire_at)), until)
+        for job in page.jobs
     ]
     assert len(seen_by_a) == 40
     claimed_by_b = sum(len(report.claimed) for report in cloud.poll())
@@ -265,3 +266,83 @@ def test_a_big_bucket_sends_its_runs_a_batch_at_a_time_while_the_rest_is_claimed
     assert seen == [claims // 10 * 10 for claims in range(by_shard[shard])]
     assert on_queue() == by_shard[shard]  # the last, partial batch once the bucket is claimed
     assert report.unsent == []
+
+
+def _crowded_shard(cloud: SchedulerHarness, receiver: WebhookReceiver, at: str, jobs: int) -> tuple[int, int]:
+    """Create `jobs` one-offs at `at`; the shard that got the most, and how many."""
+    by_shard: dict[int, int] = {}
+    for i in range(jobs):
+        job = cloud.create(
+            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
+        )
+        shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+        by_shard[shard] = by_shard.get(shard, 0) + 1
+    shard = max(by_shard, key=lambda s: by_shard[s])
+    return shard, by_shard[shard]
+
+
+def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A poll reads a bucket a page at a time and claims each page before reading the next,
+    so a shard's share of a million jobs does not have to be read whole first."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 60)
+    pages: list[int] = []
+
+    class Counting:
+        """A `Runner`: in order, noting how many items each call was given."""
+
+        def map(self, work: Any, items: Any) -> list[Any]:
+            todo = list(items)
+            pages.append(len(todo))
+            return [work(item) for item in todo]
+
+    clock.move_to(fire_at - timedelta(seconds=60))
+    store = build_store(cloud.settings, cloud.clients, due_page=10)
+    report = build_dispatcher(cloud.settings, cloud.clients, clock, store, Counting()).poll_shard(shard)
+
+    assert len(report.claimed) == crowd >= 15  # 60 jobs, 4 shards
+    claims = [n for n in pages if n]  # the watchdog's calls, with no run due, are empty
+    assert claims == [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
+
+
+def test_a_poll_out_of_time_sends_what_it_claimed_and_leaves_the_rest_to_the_next(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A poll stops taking new claims STOP_BEFORE_TIMEOUT before its function's timeout: what
+    it claimed is sent, the rest stays in the bucket (the watermark waits) for the next poll,
+    instead of the function being killed mid-claim with its claimed runs unsent."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 40)
+
+    class OneSecondEach:
+        """A `Runner`: in order, each claim taking one second of the clock."""
+
+        def map(self, work: Any, items: Any) -> list[Any]:
+            results = []
+            for item in items:
+                results.append(work(item))
+                clock.advance(1)
+            return results
+
+    clock.move_to(fire_at - timedelta(seconds=90))
+    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, runner=OneSecondEach())
+    first = dispatcher.poll_shard(shard, time_left=STOP_BEFORE_TIMEOUT + timedelta(seconds=3))
+
+    assert len(first.claimed) == 3
+    assert first.left == crowd - 3
+    assert cloud.visible_messages(Priority.NORMAL) + _delayed(cloud) == 3
+    assert first.watermark_ms is not None
+    assert first.watermark_ms <= keys.bucket_of(to_ms(fire_at))
+    second = dispatcher.poll_shard(shard)
+    assert (len(second.claimed), second.left) == (crowd - 3, 0)
+    clock.move_to(fire_at)
+    assert cloud.deliver() == crowd
+
+
+def _delayed(cloud: SchedulerHarness) -> int:
+    attributes = cloud.clients.sqs().get_queue_attributes(
+        QueueUrl=cloud.queue_url(Priority.NORMAL), AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesDelayed"])

@@ -19,14 +19,15 @@ from scheduler_core.ports import CreateOnce, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
-from scheduler_core.store import DynamoJobStore
+from scheduler_core.store import DUE_PAGE, DynamoJobStore
 from scheduler_core.target_access import TargetAccess
 from scheduler_core.targets import TargetDispatcher
 
 
-def build_store(settings: Settings, clients: AwsClients) -> DynamoJobStore:
+def build_store(settings: Settings, clients: AwsClients, due_page: int = DUE_PAGE) -> DynamoJobStore:
+    """`due_page`: see `DynamoJobStore`."""
     return DynamoJobStore(
-        clients, settings.jobs_table_name, settings.shard_count, settings.run_retention_days
+        clients, settings.jobs_table_name, settings.shard_count, settings.run_retention_days, due_page
     )
 
 

@@ -4,9 +4,13 @@ The same claim serves the poller and the create path: every firing of a job at o
 the horizon (now + lookahead) is claimed, one conditional transaction each, so a job
 never waits in the due index for a firing the next poll could reach too late. A poll claims
 a bucket's jobs side by side (`claim_parallelism` at a time): a claim touches only its own
-job and run, so the order between jobs does not matter. Claimed runs go to the queues as
-they are claimed, a batch at a time (`Outbox`), not once the whole bucket is claimed: in a
-big bucket (a midnight burst) the first runs reach their queue while the last are claimed.
+job and run, so the order between jobs does not matter.
+
+A big bucket (a midnight burst: a shard's share of a million jobs) is worked through as it
+is read: a page of the due index at a time (`JobStore.due_pages`), its runs sent as they are
+claimed, a batch at a time (`Outbox`), so the first runs reach their queue while the last
+are still being read. A poll stops taking new work STOP_BEFORE_TIMEOUT before its function
+would be stopped, sends what it claimed and leaves the rest to the next poll (every minute).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 CONTENTION_PAUSES_MS = (50, 200)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
 SEND_BATCH = 10
+# How long before its function's timeout a poll stops claiming: time for the claims under
+# way and the last sends.
+STOP_BEFORE_TIMEOUT = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class ClaimResult:
     job: Job  # the job as the last successful claim left it
     contended: bool = False  # a claim was throttled or conflicted: the rest waits for a later poll
     skipped: bool = False  # missed firings skipped (misfire policy), nothing within the horizon
+    left: bool = False  # not tried: the poll ran out of time
 
 
 @dataclass
@@ -58,6 +66,7 @@ class PollReport:
     lost_races: int = 0
     contended: int = 0
     skipped: int = 0  # jobs moved past missed firings without a run (misfire SKIP, CATCH_UP)
+    left: int = 0  # jobs not tried: the poll stopped before its function's timeout
     unsent: list[Run] = field(default_factory=list)
     # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
     watched: dict[str, int] = field(default_factory=dict)
@@ -289,10 +298,13 @@ class Dispatcher:
             logger.error("claimed run not enqueued", extra={"run_id": run.run_id, "job_id": run.job_id})
         return unsent
 
-    def poll_shard(self, shard: int) -> PollReport:
+    def poll_shard(self, shard: int, time_left: timedelta | None = None) -> PollReport:
         """Claim and enqueue everything due in one shard, from its watermark to the horizon;
-        then advance the watermark past the buckets that are fully drained."""
+        then advance the watermark past the buckets that are fully drained. `time_left`: how
+        long until the function is stopped (none: no limit); the poll stops taking new work
+        STOP_BEFORE_TIMEOUT before that."""
         now = self._clock.now()
+        stop_at = now + time_left - STOP_BEFORE_TIMEOUT if time_left is not None else None
         until_ms = to_ms(self.horizon(now))
         report = PollReport(shard)
         watermark = self._store.get_watermark(shard)
@@ -307,7 +319,10 @@ class Dispatcher:
         buckets = buckets[: self._policy.max_buckets]
         first_undrained: int | None = None
         for bucket in buckets:
-            complete = self._drain_bucket(shard, bucket, until_ms, now, report)
+            if self._out_of_time(stop_at):
+                first_undrained = bucket if first_undrained is None else first_undrained
+                break
+            complete = self._drain_bucket(shard, bucket, until_ms, now, report, stop_at)
             # The last bucket reaches past the horizon: what lies beyond is not due yet.
             drained = complete and keys.bucket_end(bucket) <= until_ms
             report.buckets_read += 1
@@ -321,40 +336,68 @@ class Dispatcher:
             self._store.advance_watermark(shard, report.watermark_ms)
         return report
 
+    def _out_of_time(self, stop_at: datetime | None) -> bool:
+        return stop_at is not None and self._clock.now() >= stop_at
+
     def _drain_bucket(
-        self, shard: int, bucket: int, until_ms: int, now: datetime, report: PollReport
+        self,
+        shard: int,
+        bucket: int,
+        until_ms: int,
+        now: datetime,
+        report: PollReport,
+        stop_at: datetime | None,
     ) -> bool:
-        """Claim every job of one bucket and look after its runs whose timer is up; True if
-        nothing was left behind."""
+        """Claim every job of one bucket and look after its runs whose timer is up, a page of
+        the index at a time; True if nothing was left behind."""
+        outbox = Outbox(self._enqueue, self._send_batch)
+        drained = True
         try:
             # A run's timer that is not up yet needs nothing from this poll: not read.
-            due = self._store.due_items(shard, bucket, until_ms, runs_until_ms=to_ms(now))
+            for due in self._store.due_pages(shard, bucket, until_ms, runs_until_ms=to_ms(now)):
+                if not self._watch_runs(due.runs, now, report) or due.later_runs:
+                    drained = False
+                if not self._claim_page(due.jobs, now, outbox, report, stop_at):
+                    drained = False
+                if self._out_of_time(stop_at):
+                    return False
         except StoreContention:
             report.contended += 1
             return False
-        drained = self._watch_runs(due.runs, now, report) and not due.later_runs
-        outbox = Outbox(self._enqueue, self._send_batch)
-        try:
-            results = self._runner.map(lambda job: self._claim_or_log(job, now, outbox), due.jobs)
         finally:
             outbox.flush()  # what is claimed is sent, whatever happened to the rest
-        for result in results:
+            report.unsent += outbox.unsent
+        return drained
+
+    def _claim_page(
+        self, jobs: list[Job], now: datetime, outbox: Outbox, report: PollReport, stop_at: datetime | None
+    ) -> bool:
+        """Claim one page's jobs side by side; True if none was left behind."""
+        drained = True
+        for result in self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), jobs):
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
+                drained = False
+            elif result.left:
+                report.left += 1
                 drained = False
             elif result.skipped:
                 report.skipped += 1
             elif not result.runs:
                 report.lost_races += 1
             report.claimed += result.runs if result is not None else []
-        report.unsent += outbox.unsent
         return drained
 
-    def _claim_or_log(self, job: Job, now: datetime, outbox: Outbox) -> ClaimResult | None:
+    def _claim_or_log(
+        self, job: Job, now: datetime, outbox: Outbox, stop_at: datetime | None
+    ) -> ClaimResult | None:
         """One job's claims within a poll, handed to `outbox` as they are made; None if they
         failed for a reason other than contention (logged), so one job cannot cost the other
-        claims of its bucket their send, nor stop the shard's poll every minute."""
+        claims of its bucket their send, nor stop the shard's poll every minute. Not tried
+        once the poll is out of time (`left`)."""
+        if self._out_of_time(stop_at):
+            return ClaimResult([], job, left=True)
         try:
             result = self.claim_firings(job, now)
         except Exception:

@@ -3,7 +3,7 @@ them with boto3; tests may pass anything that fits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -97,9 +97,9 @@ class JobStore(Protocol):
         catch_up: Sequence[int] = (),
     ) -> bool: ...
 
-    def due_items(
+    def due_pages(
         self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
-    ) -> DueItems: ...
+    ) -> Iterator[DueItems]: ...
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False

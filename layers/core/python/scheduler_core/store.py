@@ -69,6 +69,8 @@ _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThr
 FILTERED_READ_BUDGET = 1_000
 # BatchGetItem's ceiling on keys per request.
 _BATCH_GET = 100
+# Index entries a poll reads before acting on them (`due_pages`): the items of 10 BatchGetItems.
+DUE_PAGE = 1_000
 # What the job listing's filters look at (`list_jobs`).
 _FILTERED_ATTRIBUTES = ("status", "name")
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
@@ -129,11 +131,20 @@ def _status_one_of_values(statuses: Collection[RunStatus]) -> tuple[str, dict[st
 class DynamoJobStore:
     """`JobStore` on one DynamoDB table."""
 
-    def __init__(self, clients: AwsClients, table_name: str, shard_count: int, retention_days: int) -> None:
+    def __init__(
+        self,
+        clients: AwsClients,
+        table_name: str,
+        shard_count: int,
+        retention_days: int,
+        due_page: int = DUE_PAGE,
+    ) -> None:
+        """`due_page`: index entries `due_pages` reads before handing them on."""
         self._clients = clients
         self._table = table_name
         self._shards = shard_count
         self._retention = timedelta(days=retention_days)
+        self._due_page_size = due_page
 
     @property
     def _ddb(self) -> DynamoDBClient:
@@ -395,15 +406,17 @@ class DynamoJobStore:
     def _index_keys(index: str | None) -> tuple[str, ...]:
         return {DUE_INDEX: ("due_pk", "due_sk"), TENANT_INDEX: ("tenant", "created_key")}.get(index or "", ())
 
-    def due_items(
+    def due_pages(
         self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
-    ) -> DueItems:
-        """Jobs and runs of one shard's minute bucket due at or before `until_ms`; with
-        `runs_until_ms`, runs only up to then, the later ones counted (`later_runs`), not read.
-        The index holds keys only (a run's key says it is a run): the items are then read
-        (strongly consistent, in batches), and one that moved on since the index saw it
-        (claimed, finished, its timer moved) is left out. Every write that follows still
-        re-checks the item it read."""
+    ) -> Iterator[DueItems]:
+        """Jobs and runs of one shard's minute bucket due at or before `until_ms`, a page of up
+        to `due_page` index entries at a time (oldest first), so a poll acts on the first of a
+        big bucket before it has read the last. With `runs_until_ms`, runs only up to then,
+        the later ones counted (`later_runs`), not read. The index holds keys only (a run's
+        key says it is a run): each page's items are then read (strongly consistent, in
+        batches), and one that moved on since the index saw it (claimed, finished, its timer
+        moved) is left out. Every write that follows still re-checks the item it read.
+        Throttling raises StoreContention, from the page it met it on."""
         bucket = keys.due_pk(bucket_ms, shard)
         query: dict[str, Any] = {
             "TableName": self._table,
@@ -411,23 +424,31 @@ class DynamoJobStore:
             "KeyConditionExpression": "due_pk = :bucket AND due_sk <= :until",
             "ExpressionAttributeValues": _values(bucket=bucket, until=until_ms),
         }
+        entries: list[dict[str, Any]] = []
         later_runs = 0
         try:
-            entries = []
-            for entry, _ in self._query_items(query, None):
+            for entry, resume in self._query_items(query, None):
                 is_run = entry["sk"]["S"].startswith(keys.RUN_SK_PREFIX)
                 if is_run and runs_until_ms is not None and int(entry["due_sk"]["N"]) > runs_until_ms:
                     later_runs += 1
-                    continue
-                entries.append(entry)
-            found = self._items_of(entries)
+                else:
+                    entries.append(entry)
+                if len(entries) >= self._due_page_size or resume is None:
+                    yield self._due_page(bucket, until_ms, entries, later_runs)
+                    entries, later_runs = [], 0
         except ClientError as error:
             if _is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
+        if entries or later_runs:  # a query whose last page came back empty
+            yield self._due_page(bucket, until_ms, entries, later_runs)
+
+    def _due_page(
+        self, bucket: str, until_ms: int, entries: list[dict[str, Any]], later_runs: int
+    ) -> DueItems:
         items = [
             item
-            for item in found
+            for item in self._items_of(entries)
             if item is not None
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms
