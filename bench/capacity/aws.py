@@ -54,8 +54,8 @@ _DDB_ERROR = "com.amazonaws.dynamodb.v20120810#"
 _THROTTLED = "sim-throttled"  # the request id of the answers the capacity model refuses
 # The poller's calls that go one after the other through a bucket, and how many of the
 # bucket's entries each carries at most (request field, entries per call): BatchGetItem 100
-# keys, SendMessageBatch 10 messages (AWS API references).
-_SHADOWED_BATCHES = {"BatchGetItem": ("RequestItems", 100), "SendMessageBatch": ("Entries", 10)}
+# keys (AWS API reference).
+_SHADOWED_BATCHES = {"BatchGetItem": ("RequestItems", 100)}
 # Whose units are shadowed: the roles whose time is (the poller's; the api's, though the
 # sampled scenarios create their jobs outside virtual time). The worker's time is not
 # shadowed, so neither are its units: charged at the sampled runs' times they would pile
@@ -173,17 +173,12 @@ class SimulatedAws:
             return botocore_stubber(event_name, request)
         label = f"{role} {service}.{operation}"
         self.usage.attempts[label] += 1
-        shadow_calls = 0.0
         if role == "poller" and self.shadow > 0 and operation in _SHADOWED_BATCHES:
-            # The left-out jobs' share of the poll's one-after-the-other batches: the full
-            # bucket's reads, before this one; the sends of the runs claimed beside this
-            # one's (the poll sends as it claims, a batch per filled batch), after it.
+            # The left-out jobs' share of the poll's one-after-the-other reads of the bucket,
+            # before this one. (Their sends go with their claims: `world`'s claim slots.)
             key, per_call = _SHADOWED_BATCHES[operation]
             entries = len(_batch_entries(_json_body(request), key))
-            shadow_calls = entries * (1.0 + self.shadow) / per_call - 1.0
-            if operation not in _SQS_SENDS:
-                self._shadow_calls(service, operation, shadow_calls)
-                shadow_calls = 0.0
+            self._shadow_calls(service, operation, entries * (1.0 + self.shadow) / per_call - 1.0)
         latency = self.latency.call(service, operation)
         self.sim.sleep(latency / 2)
         if service == "dynamodb":
@@ -195,8 +190,6 @@ class SimulatedAws:
                 for listener in self._send_listeners.get(queue_url, []):
                     listener()
         self.sim.sleep(latency / 2)
-        if shadow_calls:
-            self._shadow_calls(service, operation, shadow_calls)
         if (
             role == "poller"
             and self.shadow > 0

@@ -25,14 +25,16 @@ they compete with the sampled jobs for a shared resource:
       Shadow units are charged whether or not they fit (so the reported hottest-partition
       peak is the load offered, and may exceed 1,000: that excess is what AWS throttles);
       they crowd out the real writes, which then see AWS's throttling and its retries.
-  (b) the poller's work: a poll of a bucket claims its sampled jobs for real, and before
-      each, (1/f - 1) modeled claims take one of the poll's `claim_parallelism` slots for
-      one drawn `TransactWriteItems` latency each (`kernel.TaskRunner`); the poll's
-      one-after-the-other batches (the due index's 1 MB query pages, BatchGetItem of 100
-      keys, SendMessageBatch of 10) are likewise waited out for the full bucket
-      (`aws.SimulatedAws._shadow_calls`). So a poll lasts as long as the full bucket's, runs
-      into the poller's 60 s timeout when the full bucket would, and the last sampled claims
-      and sends come as late as the full bucket's last.
+  (b) the poller's work: a poll reads a bucket a page at a time and claims each page
+      before reading the next (`dispatch`); sampled, a page holds 1,000 x f real entries (at
+      least one), each standing for 1/f. Before each real claim, (1/f - 1) modeled claims
+      take one of the poll's `claim_parallelism` slots for one drawn `TransactWriteItems`
+      latency plus a tenth of a `SendMessageBatch` each (`kernel.TaskRunner`; the poll sends
+      runs as it claims them, 10 a batch); the poll's one-after-the-other reads (the due
+      index's 1 MB query pages, BatchGetItem of 100 keys) are likewise waited out for the
+      full bucket (`aws.SimulatedAws._shadow_calls`). So a poll lasts as long as the full
+      bucket's, stops before the poller's 60 s timeout when the full bucket would, and the
+      last sampled claims and sends come as late as the full bucket's last.
 Not shadowed: the worker side (SQS, the event source mappings' concurrency, Lambda's account
 concurrency). Sampled runs meet only each other there, so the report adds
 `worker_capacity`: the records per second the mappings' maximum concurrency can do with the

@@ -252,19 +252,22 @@ class World:
         self.runners: list[TaskRunner] = []
         latency = self.latency
 
-        def transaction_seconds() -> float:
-            return latency.call("dynamodb", "TransactWriteItems")
+        def claim_seconds() -> float:
+            # A modeled claim: its transaction, and its tenth of the batch send that carries
+            # its run (the thread whose claim fills a batch sends it: `dispatch.Outbox`).
+            send = latency.call("sqs", "SendMessageBatch") / SEND_BATCH
+            return latency.call("dynamodb", "TransactWriteItems") + send
 
         def dispatcher(clients: AwsClients) -> Dispatcher:
             runner = TaskRunner(
                 sim,
                 settings.claim_parallelism,
                 shadow_per_item=aws.shadow,
-                shadow_seconds=transaction_seconds if aws.shadow else None,
+                shadow_seconds=claim_seconds if aws.shadow else None,
             )
             self.runners.append(runner)
             # Sampled, each claimed run stands for 1/f whose batches fill at once: sent as
-            # claimed, the rest of its batch's sends modeled after it (`aws._send`).
+            # claimed (the others' sends are modeled with their claims).
             send_batch = 1 if aws.shadow else SEND_BATCH
             # Likewise a page of the due index: its real entries stand for 1/f each.
             due_page = max(1, round(DUE_PAGE * self.fraction))
