@@ -210,8 +210,8 @@ class TaskRunner:
                 self._sim.sleep(sum(self._shadow_seconds() for _ in range(share)))
 
         # As many workers as there are items, real and modeled (a run of n modeled items is n).
-        items = sum(1 if position >= 0 else -position for position, _ in units)
-        processes = [self._sim.spawn(worker, name="runner worker") for _ in range(min(self._workers, items))]
+        pending = sum(1 if position >= 0 else -position for position, _ in units)
+        processes = [self._sim.spawn(worker, name="runner worker") for _ in range(min(self._workers, pending))]
         try:
             self._sim.wait_all(processes)
         except Deadline:
