@@ -35,15 +35,19 @@ from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from scheduler_core.composition import (
     build_dispatcher,
     build_job_service,
+    build_lifecycle,
     build_run_executor,
     build_store,
+    build_targets,
 )
 from scheduler_core.dispatch import CONTENTION_PAUSES_MS
-from scheduler_core.execution import Outcome, RunExecutor
+from scheduler_core.execution import END_WRITE_PAUSES, Outcome, RunExecutor
 from scheduler_core.messages import run_message
 from scheduler_core.model import DeadLetter, JobCreate, Priority, RetryPolicy, Run, RunMessage, RunStatus
+from scheduler_core.ports import StoreContention
 from scheduler_core.retry import backoff
 from scheduler_core.settings import Settings, settings_from_env
+from scheduler_core.store import DynamoJobStore
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
@@ -250,6 +254,71 @@ def test_a_worker_that_dies_mid_call_is_retried_at_lease_expiry_with_one_effect(
     assert dead_letters(cloud) == []
     assert idempotency_records(cloud) == []
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+
+
+class EndWriteThrottled(DynamoJobStore):
+    """The real store; the first `throttles` end writes of a run (its finish) are throttled."""
+
+    def __init__(self, cloud: SchedulerHarness, throttles: int) -> None:
+        settings = cloud.settings
+        super().__init__(
+            cloud.clients, settings.jobs_table_name, settings.shard_count, settings.run_retention_days
+        )
+        self.throttles = throttles
+        self.tries = 0
+
+    def finish_run_if_held(self, *args: Any, **kwargs: Any) -> bool:
+        self.tries += 1
+        if self.tries <= self.throttles:
+            raise StoreContention("ProvisionedThroughputExceededException")
+        return super().finish_run_if_held(*args, **kwargs)
+
+
+def executor_on(cloud: SchedulerHarness, store: DynamoJobStore) -> RunExecutor:
+    settings, clients = cloud.settings, cloud.clients
+    return RunExecutor(
+        store,
+        build_targets(settings, clients),
+        cloud.clock,
+        lease=timedelta(seconds=settings.run_lease_seconds),
+        lifecycle=build_lifecycle(settings, clients, cloud.clock, store),
+    )
+
+
+def test_a_delivered_attempts_end_write_is_tried_again_through_throttling_not_called_again(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The target answered 2xx and DynamoDB throttles the finish: giving the write up would
+    have the message come back and the run's next attempt call the target again. The worker
+    tries the write again with growing pauses; one call, the run SUCCEEDED."""
+    fire_at = clock.now() + timedelta(seconds=5)
+    job = cloud.create(hook(receiver, at(fire_at)))
+    clock.move_to(fire_at)
+    store = EndWriteThrottled(cloud, throttles=len(END_WRITE_PAUSES))
+    message = RunMessage.model_validate_json(receive_one(cloud)["Body"])
+
+    assert executor_on(cloud, store).execute(message) is Outcome.SUCCEEDED
+    assert store.tries == len(END_WRITE_PAUSES) + 1
+    assert calls(receiver, message.run_id) == ["1"]
+    assert only_run(cloud, job["job_id"])["status"] == "SUCCEEDED"
+    assert clock.now() >= fire_at + timedelta(seconds=sum(END_WRITE_PAUSES))  # it waited, not spun
+
+
+def test_an_end_write_throttled_past_every_pause_is_left_to_the_at_least_once_window(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Throttled beyond END_WRITE_PAUSES, the worker gives up (the message comes back): the
+    run stays RUNNING under its lease, as for a worker that died after the call."""
+    fire_at = clock.now() + timedelta(seconds=5)
+    cloud.create(hook(receiver, at(fire_at)))
+    clock.move_to(fire_at)
+    store = EndWriteThrottled(cloud, throttles=len(END_WRITE_PAUSES) + 1)
+    message = RunMessage.model_validate_json(receive_one(cloud)["Body"])
+
+    with pytest.raises(StoreContention):
+        executor_on(cloud, store).execute(message)
+    assert calls(receiver, message.run_id) == ["1"]
+    assert stored_run(cloud, message.run_id).status is RunStatus.RUNNING
 
 
 # --- 3. the same message twice, at once ------------------------------------------------------

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -51,6 +51,9 @@ from scheduler_core.ports import (
 )
 from scheduler_core.run_state import WAITING
 
+# Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
+# throttled (16 s in all): given up, the run's next attempt would call the target again.
+END_WRITE_PAUSES = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
 TAKEN_OVER = "run taken over by another attempt"  # how an attempt that lost its lease ends its line
 # How often a start is decided again when the job's running slots changed meanwhile.
@@ -358,18 +361,24 @@ class RunExecutor:
     ) -> Outcome:
         if delivery.ok:
             now = self._clock.now()
-            if not self._store.finish_run_if_held(
-                run,
-                owner,
-                RunStatus.SUCCEEDED,
-                now,
-                None,
-                delivery.status_code,
-                lateness_ms,
-                complete_job=is_last(job, run),
+            if not self._through_throttling(
+                lambda: self._store.finish_run_if_held(
+                    run,
+                    owner,
+                    RunStatus.SUCCEEDED,
+                    now,
+                    None,
+                    delivery.status_code,
+                    lateness_ms,
+                    complete_job=is_last(job, run),
+                ),
+                context,
             ):
                 # Another attempt owns the run now; if it has not called yet, it reuses this.
-                recorded = self._store.record_late_success_if_may_run_again(run, delivery.status_code, now)
+                recorded = self._through_throttling(
+                    lambda: self._store.record_late_success_if_may_run_again(run, delivery.status_code, now),
+                    context,
+                )
                 logger.warning(
                     f"{TAKEN_OVER}; its success recorded for the next attempt"
                     if recorded
@@ -393,6 +402,21 @@ class RunExecutor:
             extra=context | {"status": str(status), "lateness_ms": lateness_ms, "error": delivery.error},
         )
         return Outcome(str(status))
+
+    def _through_throttling(self, write: Callable[[], bool], context: dict[str, object]) -> bool:
+        """A delivered attempt's end write, tried again while DynamoDB throttles it (the
+        target has answered: a write given up on would have the next attempt call it again);
+        StoreContention once END_WRITE_PAUSES are spent (the message comes back, the at least
+        once window)."""
+        for pause in (*END_WRITE_PAUSES, None):
+            try:
+                return write()
+            except StoreContention:
+                if pause is None:
+                    raise
+                logger.warning("end of a delivered attempt throttled; trying again", extra=context)
+                self._clock.sleep_until(self._clock.now() + timedelta(seconds=pause))
+        raise AssertionError("the last try returns or raises")
 
     @contextmanager
     def _heartbeat(self, run: Run, owner: str, lease: MessageLease | None) -> Iterator[None]:
