@@ -49,6 +49,15 @@ class QueueCapacity:
     max_concurrency: int
 
 
+# Sizing shards from a target rate (context `target_runs_per_minute`, `shards_needed`). A poll
+# has about 55 s (the poller's 60 s timeout less dispatch.STOP_BEFORE_TIMEOUT); a claim takes
+# about 20 ms on AWS (TransactWriteItems' median 15 ms and a tenth of a batch send:
+# bench/capacity/latency.py), so one claim slot does 2,750 a poll: half of it is counted, for
+# slower claims and throttling. And a shard's minute bucket is one key of the `due` index,
+# 1,000 write units a second: every run writes about two entries on its shard's keys (the
+# job's due entry leaves, the run's timer enters), so half of 60,000 a minute is counted.
+CLAIMS_PER_SLOT_MINUTE = 1_375
+RUNS_PER_SHARD_KEY_MINUTE = 30_000
 TABLE_CAPACITY_MODES = ("ON_DEMAND", "PROVISIONED")
 # DynamoDB's default per-table quota of provisioned units; a deployer raises it with AWS first.
 MAX_PROVISIONED_UNITS = 1_000_000
@@ -88,6 +97,14 @@ class TableCapacity:
         _check_range("table_capacity.target_utilization_percent", self.target_utilization_percent, 20, 90)
 
 
+def shards_needed(runs_per_minute: int, claim_parallelism: int) -> int:
+    """The fewest shards whose polls claim `runs_per_minute` in time (see
+    CLAIMS_PER_SLOT_MINUTE and RUNS_PER_SHARD_KEY_MINUTE)."""
+    by_claims = -(-runs_per_minute // (claim_parallelism * CLAIMS_PER_SLOT_MINUTE))
+    by_index_key = -(-runs_per_minute // RUNS_PER_SHARD_KEY_MINUTE)
+    return max(1, by_claims, by_index_key)
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """Every context setting of the stack. `None` target ARNs mean any in the account and region."""
@@ -108,6 +125,9 @@ class SchedulerConfig:
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
     table_capacity: TableCapacity = TableCapacity("ON_DEMAND", 5, 4000, 5, 4000, 70)
+    # The runs a minute the deployment is sized for (None: not declared); `shards` must be at
+    # least `shards_needed` for it.
+    target_runs_per_minute: int | None = None
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
@@ -122,6 +142,16 @@ class SchedulerConfig:
         _check_range("max_receive_count", self.max_receive_count, 5, 1000)
         _check_range("run_retention_days", self.run_retention_days, 1, 3650)
         self.table_capacity.check()
+        if self.target_runs_per_minute is not None:
+            _check_range("target_runs_per_minute", self.target_runs_per_minute, 1, 100_000_000)
+            needed = shards_needed(self.target_runs_per_minute, self.claim_parallelism)
+            if self.shards < needed:
+                raise ConfigError(
+                    f"context shards {self.shards} is below the {needed} that target_runs_per_minute "
+                    f"{self.target_runs_per_minute:,} needs with claim_parallelism {self.claim_parallelism}: "
+                    f"set shards to {needed} or more (raise it only: lowering it strands the jobs of the "
+                    "shards above the new count)"
+                )
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"context log_level must be one of {LOG_LEVELS}, got {self.log_level!r}")
         if set(self.queue_capacity) != set(PRIORITIES):
@@ -188,6 +218,7 @@ class SchedulerConfig:
             target_function_arns=_arn_list(node, "target_function_arns"),
             claim_parallelism=required_int("claim_parallelism"),
             table_capacity=_table_capacity(required("table_capacity")),
+            target_runs_per_minute=_optional_int(node, "target_runs_per_minute"),
         )
 
 
@@ -235,6 +266,16 @@ def _queue_capacity(value: Any) -> dict[str, QueueCapacity]:
         raise ConfigError(
             'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n}'
         ) from error
+
+
+def _optional_int(node: Node, key: str) -> int | None:
+    value = node.try_get_context(key)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"context {key} must be a whole number or null, got {value!r}") from error
 
 
 def _table_capacity(value: Any) -> TableCapacity:

@@ -9,7 +9,7 @@ from aws_cdk import App, Stack
 
 from infra import layers
 from infra.build_deps_layer import pip_command
-from infra.config import LAMBDA_PYTHON_VERSION, ConfigError, SchedulerConfig, cdk_json_context
+from infra.config import LAMBDA_PYTHON_VERSION, ConfigError, SchedulerConfig, cdk_json_context, shards_needed
 
 
 def _config(**overrides: Any) -> SchedulerConfig:
@@ -41,6 +41,7 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.target_event_bus_arns is None
     assert config.target_function_arns is None
     assert config.table_capacity.mode == "ON_DEMAND"
+    assert config.target_runs_per_minute is None
     assert not config.table_capacity.provisioned
 
 
@@ -113,6 +114,25 @@ def test_table_capacity_errors_say_what_to_write() -> None:
     )
     assert provisioned.table_capacity.provisioned
     assert (provisioned.table_capacity.write_min, provisioned.table_capacity.write_max) == (3, 4)
+
+
+def test_a_declared_target_rate_checks_the_shards_it_needs() -> None:
+    """`target_runs_per_minute` does not change `shards` (lowering it would strand jobs): it
+    refuses a count too small for the rate, and names the count to set."""
+    assert shards_needed(100_000, 16) == 5
+    assert shards_needed(100_000, 32) == 4  # then the due index's keys bound it
+    assert shards_needed(1, 1) == 1
+    assert _config(target_runs_per_minute=100_000, shards=5).shards == 5
+    assert (
+        _config(target_runs_per_minute="100000", shards=4, claim_parallelism=32).target_runs_per_minute
+        == 100_000
+    )
+    with pytest.raises(ConfigError, match=r"context shards 4 is below the 5 .* set shards to 5 or more"):
+        _config(target_runs_per_minute=100_000)
+    with pytest.raises(ConfigError, match="whole number or null"):
+        _config(target_runs_per_minute="lots")
+    with pytest.raises(ConfigError, match="target_runs_per_minute must be between 1"):
+        _config(target_runs_per_minute=0)
 
 
 def test_target_arn_patterns_must_fit_the_api_functions_environment() -> None:
