@@ -380,28 +380,32 @@ def classify_repeats(
 ) -> dict[str, dict[str, str]]:
     """The target effects that repeated, by kind (see the module's docstring): `duplicated`
     (the soak fails) and `after_crash` (allowed), each {idempotency key or job id: why}.
-    `ended_attempts`: the (run id, attempt) pairs whose worker logged the attempt's end."""
+    `arrivals`: every call the receiver saw, the soak's or not; `job_of`: the soak's runs'
+    jobs; `ended_attempts`: the (run id, attempt) pairs whose worker logged the attempt's end."""
     duplicated: dict[str, str] = {}
     after_crash: dict[str, str] = {}
     ok = sorted((a for a in arrivals if 200 <= a.status < 300), key=lambda a: a.arrived_ms)
-    first: dict[str, Arrival] = {}
+    earlier: dict[str, list[Arrival]] = {}
     keys_of_job: dict[str, set[str]] = {}
     for arrival in ok:
-        keys_of_job.setdefault(job_of.get(arrival.run_id, arrival.run_id), set()).add(arrival.idempotency_key)
-        earlier = first.setdefault(arrival.idempotency_key, arrival)
-        if earlier is arrival:
-            continue
-        if (earlier.run_id, earlier.attempt) in ended_attempts:
-            duplicated[arrival.idempotency_key] = (
-                f"2xx again at attempt {arrival.attempt} though attempt {earlier.attempt} "
-                "got a 2xx and logged its end"
-            )
-        else:
-            after_crash.setdefault(
-                arrival.idempotency_key,
-                f"attempt {earlier.attempt} got a 2xx and its worker died before logging its end; "
-                f"attempt {arrival.attempt} called again",
-            )
+        job_id = job_of.get(arrival.run_id) or arrival.job_id
+        if job_id in job_of.values():
+            keys_of_job.setdefault(job_id, set()).add(arrival.idempotency_key)
+        before = earlier.setdefault(arrival.idempotency_key, [])
+        if before:
+            ended = [a.attempt for a in before if (a.run_id, a.attempt) in ended_attempts]
+            if ended:
+                duplicated[arrival.idempotency_key] = (
+                    f"2xx again at attempt {arrival.attempt} though attempt {ended[0]} got a 2xx "
+                    "and logged its end"
+                )
+            else:
+                after_crash.setdefault(
+                    arrival.idempotency_key,
+                    f"attempt {before[0].attempt} got a 2xx and its worker died before logging its "
+                    f"end; attempt {arrival.attempt} called again",
+                )
+        before.append(arrival)
     for job_id, keys_seen in keys_of_job.items():
         if len(keys_seen) > 1:
             duplicated[job_id] = f"reached under {len(keys_seen)} Idempotency-Keys: {sorted(keys_seen)}"
@@ -419,7 +423,8 @@ def summarize(
     expected = {c.run_id: c.job_id for c in created if c.run_id and c.job_id}
     ours = [a for a in arrivals if a.run_id in expected]
     reached = {a.idempotency_key for a in ours if 200 <= a.status < 300}
-    repeats = classify_repeats(ours, expected, logged.pop("ended_attempts"))
+    # All arrivals: a second run of one of the soak's jobs has a run id nobody expected.
+    repeats = classify_repeats(arrivals, expected, logged.pop("ended_attempts"))
     duplicated = repeats["duplicated"]
     status_of = {run_id: runs.get(run_id, {}).get("status", "NO_RUN_ITEM") for run_id in expected}
     lost = sorted(run_id for run_id, status in status_of.items() if status not in TERMINAL)

@@ -39,6 +39,7 @@ class Arrival:
     arrived_ms: float  # epoch milliseconds, taken as soon as the request's headers are read
     status: int = 200  # what the receiver answered
     idempotency_key: str = ""  # the Idempotency-Key header
+    job_id: str = ""  # the X-Scheduler-Job-Id header
 
 
 class _Server(ThreadingHTTPServer):
@@ -89,6 +90,7 @@ class Receiver:
                         arrived_ms=arrived_ms,
                         status=status,
                         idempotency_key=self.headers.get("Idempotency-Key", ""),
+                        job_id=self.headers.get("X-Scheduler-Job-Id", ""),
                     )
                 )
 
