@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,8 @@ class QueueCapacity:
 CLAIMS_PER_SLOT_MINUTE = 1_375
 RUNS_PER_SHARD_KEY_MINUTE = 30_000
 TABLE_CAPACITY_MODES = ("ON_DEMAND", "PROVISIONED")
-# DynamoDB's default per-table quota of provisioned units; a deployer raises it with AWS first.
+# The most provisioned units a bound may name. DynamoDB's default quota is 40,000 per table
+# (and per index); a deployer asks AWS to raise it before setting a bound above that.
 MAX_PROVISIONED_UNITS = 1_000_000
 
 
@@ -97,6 +98,10 @@ class TableCapacity:
         _check_range("table_capacity.target_utilization_percent", self.target_utilization_percent, 20, 90)
 
 
+# On demand (the default); its bounds are what a switch to PROVISIONED starts from in cdk.json.
+ON_DEMAND = TableCapacity("ON_DEMAND", 5, 4000, 5, 4000, 70)
+
+
 def shards_needed(runs_per_minute: int, claim_parallelism: int) -> int:
     """The fewest shards whose polls claim `runs_per_minute` in time (see
     CLAIMS_PER_SLOT_MINUTE and RUNS_PER_SHARD_KEY_MINUTE)."""
@@ -124,7 +129,7 @@ class SchedulerConfig:
     target_function_arns: tuple[str, ...] | None
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
-    table_capacity: TableCapacity = TableCapacity("ON_DEMAND", 5, 4000, 5, 4000, 70)
+    table_capacity: TableCapacity = field(default_factory=lambda: ON_DEMAND)
     # The runs a minute the deployment is sized for (None: not declared); `shards` must be at
     # least `shards_needed` for it.
     target_runs_per_minute: int | None = None
@@ -143,7 +148,10 @@ class SchedulerConfig:
         _check_range("run_retention_days", self.run_retention_days, 1, 3650)
         self.table_capacity.check()
         if self.target_runs_per_minute is not None:
-            _check_range("target_runs_per_minute", self.target_runs_per_minute, 1, 100_000_000)
+            # 1,000 shards (their ceiling) at RUNS_PER_SHARD_KEY_MINUTE each.
+            _check_range(
+                "target_runs_per_minute", self.target_runs_per_minute, 1, 1000 * RUNS_PER_SHARD_KEY_MINUTE
+            )
             needed = shards_needed(self.target_runs_per_minute, self.claim_parallelism)
             if self.shards < needed:
                 raise ConfigError(
@@ -280,9 +288,24 @@ def _optional_int(node: Node, key: str) -> int | None:
 
 def _table_capacity(value: Any) -> TableCapacity:
     capacity = _json_value("table_capacity", value)
+    shape = (
+        'context table_capacity must be {"mode": "ON_DEMAND"|"PROVISIONED", '
+        '"read": {"min": n, "max": n}, "write": {"min": n, "max": n}, "target_utilization_percent": n}'
+    )
+    if not isinstance(capacity, Mapping):
+        raise ConfigError(shape)
+    mode = str(capacity.get("mode", "")).upper()
+    if mode not in TABLE_CAPACITY_MODES:
+        raise ConfigError(f"context table_capacity.mode must be one of {TABLE_CAPACITY_MODES}, got {mode!r}")
+    if mode == "ON_DEMAND":  # the bounds are unused: ON_DEMAND's where left out
+        capacity = {
+            "read": {"min": ON_DEMAND.read_min, "max": ON_DEMAND.read_max},
+            "write": {"min": ON_DEMAND.write_min, "max": ON_DEMAND.write_max},
+            "target_utilization_percent": ON_DEMAND.target_utilization_percent,
+        } | dict(capacity)
     try:
         return TableCapacity(
-            mode=str(capacity["mode"]).upper(),
+            mode=mode,
             read_min=int(capacity["read"]["min"]),
             read_max=int(capacity["read"]["max"]),
             write_min=int(capacity["write"]["min"]),
@@ -290,10 +313,7 @@ def _table_capacity(value: Any) -> TableCapacity:
             target_utilization_percent=int(capacity["target_utilization_percent"]),
         )
     except (KeyError, TypeError, ValueError) as error:
-        raise ConfigError(
-            'context table_capacity must be {"mode": "ON_DEMAND"|"PROVISIONED", '
-            '"read": {"min": n, "max": n}, "write": {"min": n, "max": n}, "target_utilization_percent": n}'
-        ) from error
+        raise ConfigError(shape) from error
 
 
 def _arn_list(node: Node, key: str) -> tuple[str, ...] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -92,6 +93,9 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"target_event_bus_arns": {"bus": "arn:aws:events:eu-west-1:111122223333:event-bus/b"}},
         {"target_function_arns": [42]},
         {"table_capacity": {"mode": "RESERVED"}},
+        {"table_capacity": {"mode": "PROVISIONED"}},
+        {"table_capacity": "not json"},
+        {"target_runs_per_minute": 30_000_001},
         {"table_capacity": _capacity(target_utilization_percent=95)},
         {"table_capacity": _capacity(mode="RESERVED")},
         {"table_capacity": _capacity(read={"min": 100, "max": 50})},
@@ -104,7 +108,10 @@ def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, A
 
 
 def test_table_capacity_errors_say_what_to_write() -> None:
-    with pytest.raises(ConfigError, match="ON_DEMAND"):
+    assert _config(table_capacity={"mode": "on_demand"}).table_capacity.mode == "ON_DEMAND"
+    with pytest.raises(ConfigError, match="mode must be one of"):
+        _config(table_capacity={"mode": "RESERVED"})
+    with pytest.raises(ConfigError, match=re.escape('"read": {"min": n, "max": n}')):
         _config(table_capacity={"mode": "PROVISIONED"})
     with pytest.raises(ConfigError, match=r"table_capacity.read.max must be between 100"):
         _config(table_capacity=_capacity(mode="PROVISIONED", read={"min": 100, "max": 50}))
