@@ -25,9 +25,11 @@ def handler(
     event: dict[str, Any], context: LambdaContext, dispatcher: Dispatcher | None = None
 ) -> dict[str, Any]:
     shard = PollEvent.model_validate(event).shard
+    dispatcher = dispatcher or default_dispatcher()
+    # Read after the dispatcher is built: a cold start's set-up has taken its share.
     remaining_ms = context.get_remaining_time_in_millis()
     time_left = timedelta(milliseconds=remaining_ms) if remaining_ms > 0 else None
-    report = (dispatcher or default_dispatcher()).poll_shard(shard, time_left)
+    report = dispatcher.poll_shard(shard, time_left)
     metrics.add_metric(name="RunsClaimed", unit="Count", value=len(report.claimed))
     summary = {
         "shard": shard,

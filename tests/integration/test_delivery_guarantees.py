@@ -321,6 +321,32 @@ def test_an_end_write_throttled_past_every_pause_is_left_to_the_at_least_once_wi
     assert stored_run(cloud, message.run_id).status is RunStatus.RUNNING
 
 
+class ShortOnTime(LambdaContext):
+    """An invocation with half a second left."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 500
+
+
+def test_an_end_write_is_not_waited_for_past_the_invocations_end(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The pauses stop before the invocation would be stopped: with 0.5 s left, the third
+    throttle (whose pause would end at 0.8 s) is the last; the message comes back."""
+    fire_at = clock.now() + timedelta(seconds=5)
+    cloud.create(hook(receiver, at(fire_at)))
+    clock.move_to(fire_at)
+    store = EndWriteThrottled(cloud, throttles=3)
+    message = RunMessage.model_validate_json(receive_one(cloud)["Body"])
+    executor = executor_on(cloud, store)
+    executor.begin_invocation(ShortOnTime())
+
+    with pytest.raises(StoreContention):
+        executor.execute(message)
+    assert store.tries == 3
+    assert clock.now() < fire_at + timedelta(seconds=0.5)
+
+
 # --- 3. the same message twice, at once ------------------------------------------------------
 
 

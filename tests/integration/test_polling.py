@@ -288,23 +288,33 @@ def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
     so a shard's share of a million jobs does not have to be read whole first."""
     fire_at = clock.now() + timedelta(minutes=30)
     shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 60)
-    pages: list[int] = []
+    reads = 0  # the store's batch reads of items (10 index entries each, here)
+
+    def count_read(**_: Any) -> None:
+        nonlocal reads
+        reads += 1
+
+    cloud.clients.dynamodb().meta.events.register("before-call.dynamodb.BatchGetItem", count_read)
+    pages: list[tuple[int, int]] = []
 
     class Counting:
-        """A `Runner`: in order, noting how many items each call was given."""
+        """A `Runner`: in order, noting how many items each call was given and how many batch
+        reads the store had made by then."""
 
         def map(self, work: Any, items: Any) -> list[Any]:
             todo = list(items)
-            pages.append(len(todo))
+            pages.append((len(todo), reads))
             return [work(item) for item in todo]
 
     clock.move_to(fire_at - timedelta(seconds=60))
     store = build_store(cloud.settings, cloud.clients, due_page=10)
     report = build_dispatcher(cloud.settings, cloud.clients, clock, store, Counting()).poll_shard(shard)
 
-    assert len(report.claimed) == crowd >= 15  # 60 jobs, 4 shards
-    claims = [n for n in pages if n]  # the watchdog's calls, with no run due, are empty
-    assert claims == [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
+    assert len(report.claimed) == crowd >= 15  # 60 jobs, 4 shards: the fullest has 15 or more
+    claims = [page for page in pages if page[0]]  # the watchdog's calls, with no run due, are empty
+    sizes = [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
+    # Page n is claimed after the n-th read, before the next one: read, claim, read, claim.
+    assert claims == [(size, n) for n, size in enumerate(sizes, start=1)]
 
 
 def test_a_poll_out_of_time_sends_what_it_claimed_and_leaves_the_rest_to_the_next(

@@ -355,6 +355,8 @@ class Dispatcher:
         try:
             # A run's timer that is not up yet needs nothing from this poll: not read.
             for due in self._store.due_pages(shard, bucket, until_ms, runs_until_ms=to_ms(now)):
+                if self._out_of_time(stop_at):
+                    return False
                 if not self._watch_runs(due.runs, now, report) or due.later_runs:
                     drained = False
                 if not self._claim_page(due.jobs, now, outbox, report, stop_at):

@@ -116,9 +116,15 @@ class RunExecutor:
         self._max_early = max_early
         # A long target call renews the lease (and its message's visibility) this often.
         self._heartbeat_every = heartbeat_every or lease / 3
+        self._invocation_ends: datetime | None = None  # see `begin_invocation`
 
     def begin_invocation(self, context: object) -> None:
+        """An invocation starts: its deadline is noted (the Lambda context's remaining time,
+        when it has one) so that waits such as END_WRITE_PAUSES end before it."""
         self._targets.begin_invocation(context)
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        left_ms = remaining() if callable(remaining) else 0
+        self._invocation_ends = self._clock.now() + timedelta(milliseconds=left_ms) if left_ms > 0 else None
 
     def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
@@ -406,13 +412,14 @@ class RunExecutor:
     def _through_throttling(self, write: Callable[[], bool], context: dict[str, object]) -> bool:
         """A delivered attempt's end write, tried again while DynamoDB throttles it (the
         target has answered: a write given up on would have the next attempt call it again);
-        StoreContention once END_WRITE_PAUSES are spent (the message comes back, the at least
-        once window)."""
+        StoreContention once END_WRITE_PAUSES are spent, or when the next pause would reach the
+        invocation's end (the message comes back, the at least once window)."""
         for pause in (*END_WRITE_PAUSES, None):
             try:
                 return write()
             except StoreContention:
-                if pause is None:
+                resume = self._clock.now() + timedelta(seconds=pause or 0)
+                if pause is None or (self._invocation_ends is not None and resume >= self._invocation_ends):
                     raise
                 logger.warning("end of a delivered attempt throttled; trying again", extra=context)
                 self._clock.sleep_until(self._clock.now() + timedelta(seconds=pause))
