@@ -211,7 +211,9 @@ class TaskRunner:
 
         # As many workers as there are items, real and modeled (a run of n modeled items is n).
         pending = sum(1 if position >= 0 else -position for position, _ in units)
-        processes = [self._sim.spawn(worker, name="runner worker") for _ in range(min(self._workers, pending))]
+        processes = [
+            self._sim.spawn(worker, name="runner worker") for _ in range(min(self._workers, pending))
+        ]
         try:
             self._sim.wait_all(processes)
         except Deadline:
