@@ -73,6 +73,11 @@ CAPACITY_ARGS ?=
 capacity: install
 	$(PY) -m bench.capacity $(CAPACITY_ARGS)
 
+# 10,000,000 one-offs due over one minute, sampled, tuned settings (about 13 minutes).
+.PHONY: capacity-burst
+capacity-burst: install
+	$(PY) -m bench.capacity --scenario burst-10m-tuned --output bench-results/capacity-burst.json
+
 # Deploy to the AWS account of your current credentials.
 deploy: install
 	npx --yes aws-cdk@2 deploy --app "$(PY) -m infra.app" --require-approval never

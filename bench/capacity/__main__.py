@@ -29,6 +29,9 @@ SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
     # already short of midnight's tenth of that).
     "burst-10m-tuned": partial(burst_10m, **TUNED | {"fraction": 0.00002}),
 }
+# `--scenario all`: every scenario but burst-10m, which alone takes about 13 minutes here (an
+# hour of virtual time with the table throttling its claims): `make capacity-burst` runs it.
+ALL = [name for name in SCENARIOS if not name.startswith("burst-10m")]
 OUTPUT = Path("bench-results/capacity.json")
 
 
@@ -38,7 +41,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--scenario",
         choices=[*SCENARIOS, "all"],
         default="all",
-        help="which scenario to run (default: all that are implemented)",
+        help="which scenario to run (default: all, which leaves out burst-10m-tuned: about 13 minutes alone)",
     )
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the scenario's job count (1.0)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the latency draws (1)")
@@ -102,7 +105,7 @@ HEADERS = [
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    names = ALL if args.scenario == "all" else [args.scenario]
     info = machine()
     print(describe_machine(info), flush=True)
     results: dict[str, dict[str, Any]] = {}

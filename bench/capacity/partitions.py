@@ -10,7 +10,9 @@ Figures (AWS DynamoDB developer guide):
   `due_pk` (a minute bucket of a shard) is one key of the `due` index.
 - an on-demand table (and each of its indexes) serves 4,000 write and 12,000 read units a
   second when new, and up to double its previous peak after that ("On-demand capacity mode:
-  initial throughput"; "Peak traffic and scaling properties").
+  initial throughput"; "Peak traffic and scaling properties"); "throttling can occur if you
+  exceed double your previous peak within 30 minutes": a new peak raises the limit only
+  PEAK_SETTLE_SECONDS later.
 - a throttled request consumes no capacity; a write to an index that is throttled is
   refused on the table too (index back pressure).
 
@@ -18,8 +20,9 @@ Model simplifications, each erring towards AWS's published limits rather than it
 headroom: capacity is counted in whole-second windows of virtual time (no burst capacity,
 no carry-over); every key is its own partition (adaptive capacity isolating hot keys makes
 that true of a hot key; cold keys share partitions but never approach the limit at these
-volumes); the doubling of an on-demand table's limit is immediate after a peak (AWS adds it
-within minutes, up to 30).
+volumes); a peak is what a table served (offered load beyond its limit is throttled, not
+served), and it doubles the limit exactly PEAK_SETTLE_SECONDS later (AWS may add capacity
+sooner; it promises it no sooner).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ RCU_PER_PARTITION = 3_000.0
 ON_DEMAND_INITIAL_WCU = 4_000.0
 ON_DEMAND_INITIAL_RCU = 12_000.0
 SPREAD_MAX_SECONDS = 60.0  # a sampled write stands for at most the minute before it
+PEAK_SETTLE_SECONDS = 1_800  # "double your previous peak within 30 minutes" (see above)
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,34 @@ class _Scope:
     table_initial: float
     keys: dict[tuple[str, str], _Window] = field(default_factory=dict)
     tables: dict[str, _Window] = field(default_factory=dict)
-    table_peaks: dict[str, float] = field(default_factory=dict)  # highest complete second so far
+    table_peaks: dict[str, float] = field(default_factory=dict)  # served before the simulation
+    # Each table's rising served peaks: (second, units served in it), each above the last.
+    served_peaks: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    last_second: dict[str, tuple[int, float]] = field(default_factory=dict)  # offered, last closed
     peak_key_units: float = 0.0
     peak_key: str = ""
     peak_table_units: dict[str, float] = field(default_factory=dict)
     total_units: float = 0.0
 
-    def table_limit(self, table: str) -> float:
-        return max(self.table_initial, 2 * self.table_peaks.get(table, 0.0))
+    def table_limit(self, table: str, second: int) -> float:
+        """Double the highest peak served at least PEAK_SETTLE_SECONDS before `second` (or
+        before the simulation), at least the initial units."""
+        peak = self.table_peaks.get(table, 0.0)
+        for at, units in self.served_peaks.get(table, []):
+            if at <= second - PEAK_SETTLE_SECONDS:
+                peak = max(peak, units)
+        return max(self.table_initial, 2 * peak)
+
+    def load(self, table: str, second: int) -> float:
+        """How much of its limit `table` was offered in the second before `second` (above 1:
+        more than it serves)."""
+        window = self.tables.get(table)
+        if window is not None and window.second == second - 1:
+            units = window.units
+        else:
+            at, units = self.last_second.get(table, (-1, 0.0))
+            units = units if at == second - 1 else 0.0
+        return units / self.table_limit(table, second - 1)
 
     def refusal(self, second: int, charges: list[Charge]) -> str | None:
         """Why these charges would be throttled now, or None if they fit."""
@@ -90,14 +114,18 @@ class _Scope:
         for table, units in by_table.items():
             self._close_second(table, second)
             window = self.tables.get(table)
-            if (window.at(second) if window else 0.0) + units > self.table_limit(table):
+            if (window.at(second) if window else 0.0) + units > self.table_limit(table, second):
                 return f"TableMaxOnDemandThroughputExceeded: {table}"
         return None
 
     def _close_second(self, table: str, second: int) -> None:
         window = self.tables.get(table)
         if window is not None and window.second not in (-1, second):
-            self.table_peaks[table] = max(self.table_peaks.get(table, 0.0), window.units)
+            self.last_second[table] = (window.second, window.units)
+            served = min(window.units, self.table_limit(table, window.second))
+            peaks = self.served_peaks.setdefault(table, [])
+            if served > (peaks[-1][1] if peaks else 0.0):
+                peaks.append((window.second, served))
 
     def charge(self, second: int, charges: list[Charge]) -> None:
         """Add the charges; one with key "" counts on its table alone (no partition key)."""
@@ -176,6 +204,10 @@ class CapacityModel:
             in_second = now - max(now - span, float(int(now)))
             share.append(Charge(charge.table, charge.key, charge.units * in_second / span))
         return share
+
+    def write_load(self, now_seconds: float, tables: tuple[str, ...]) -> float:
+        """The most any of `tables` was offered of its write limit in the last whole second."""
+        return max((self.writes.load(table, int(now_seconds)) for table in tables), default=0.0)
 
     def assume_previous_peak(self, wcu: dict[str, float]) -> None:
         """An on-demand table (or index) that already served `wcu[table]` write units a

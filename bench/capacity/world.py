@@ -252,11 +252,16 @@ class World:
         self.runners: list[TaskRunner] = []
         latency = self.latency
 
+        capacity = self.capacity
+
         def claim_seconds() -> float:
             # A modeled claim: its transaction, and its tenth of the batch send that carries
-            # its run (the thread whose claim fills a batch sends it: `dispatch.Outbox`).
+            # its run (the thread whose claim fills a batch sends it: `dispatch.Outbox`). While
+            # the table or its due index was offered more than it serves, claims go no faster
+            # than it serves: each takes that many times longer (throttled and retried).
             send = latency.call("sqs", "SendMessageBatch") / SEND_BATCH
-            return latency.call("dynamodb", "TransactWriteItems") + send
+            load = capacity.write_load(sim.env.now, ("jobs", "jobs/due"))
+            return (latency.call("dynamodb", "TransactWriteItems") + send) * max(1.0, load)
 
         def dispatcher(clients: AwsClients) -> Dispatcher:
             runner = TaskRunner(

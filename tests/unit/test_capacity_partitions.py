@@ -13,7 +13,7 @@ from moto import mock_aws
 from bench.capacity.aws import SimulatedAws
 from bench.capacity.kernel import Sim, virtual_sleep
 from bench.capacity.latency import LatencyModel
-from bench.capacity.partitions import CapacityModel, Charge
+from bench.capacity.partitions import PEAK_SETTLE_SECONDS, CapacityModel, Charge
 from scheduler_core.aws import AwsClients
 
 
@@ -28,15 +28,29 @@ def test_one_key_takes_1000_write_units_a_second_and_no_more():
     assert capacity.writes.peak_key_units == 1000.0
 
 
-def test_an_on_demand_table_starts_at_4000_write_units_and_doubles_its_peak():
+def test_an_on_demand_table_starts_at_4000_write_units_and_doubles_its_peak_30_minutes_on():
     capacity = CapacityModel()
     for key in range(4):
         assert capacity.admit_write(0.0, [Charge("jobs", f"k{key}", 1000.0)]) is None
     assert capacity.admit_write(0.0, [Charge("jobs", "k4", 1.0)]) is not None
-    # After a second at 4,000, the table takes up to 8,000.
-    for key in range(8):
+    # The next second the peak of 4,000 does not yet count: still 4,000 ...
+    for key in range(4):
         assert capacity.admit_write(1.0, [Charge("jobs", f"k{key}", 1000.0)]) is None
-    assert capacity.admit_write(1.0, [Charge("jobs", "k9", 1.0)]) is not None
+    assert capacity.admit_write(1.0, [Charge("jobs", "k4", 1.0)]) is not None
+    # ... 30 minutes after it, up to 8,000.
+    later = 0.0 + PEAK_SETTLE_SECONDS
+    for key in range(8):
+        assert capacity.admit_write(later, [Charge("jobs", f"k{key}", 1000.0)]) is None
+    assert capacity.admit_write(later, [Charge("jobs", "k9", 1.0)]) is not None
+
+
+def test_a_peak_is_what_was_served_and_the_load_is_what_was_offered():
+    capacity = CapacityModel()
+    capacity.add_shadow_writes(0.0, [Charge("jobs", "", 12_000.0)])  # offered 3x the limit
+    capacity.admit_write(1.0, [Charge("jobs", "k", 1.0)])
+    assert capacity.write_load(1.5, ("jobs", "jobs/due")) == pytest.approx(3.0)
+    assert capacity.writes.served_peaks["jobs"] == [(0, 4_000.0)]
+    assert capacity.write_load(5.0, ("jobs",)) == 0.0  # nothing offered in second 4
 
 
 def test_a_throttled_request_is_charged_nothing():
