@@ -398,7 +398,8 @@ MIDNIGHT_DUE_SECOND = 180  # virtual seconds: 00:03:00 of the simulated day
 MIDNIGHT_FRACTION = 0.0004
 # The on-demand table's (and each index's) previous peak, an assumption: a table that has
 # served the steady scenario's load (~1,700 runs/s at ~12 write units each) has peaked near
-# 20,000 WCU/s and so serves 40,000 at once. A new table serves 4,000.
+# 20,000 WCU/s, more than 30 minutes ago, and so serves 40,000 at once; a peak the scenario
+# makes raises that only 30 minutes on (`partitions`). A new table serves 4,000.
 PREVIOUS_PEAK_WCU = 20_000.0
 MIDNIGHT_MARGIN_SECONDS = 3_600.0
 BURST_JOBS = 10_000_000
