@@ -70,7 +70,10 @@ class TableCapacity:
     capacity to plan, $0.625 per million write units). PROVISIONED: units reserved by the
     hour (about 40% of that at a steady load), scaled by Application Auto Scaling between
     `min` and `max` of each of `read` and `write` to keep `target_utilization_percent` used;
-    the same bounds for the jobs table, each of its indexes and the idempotency table."""
+    the same bounds for the jobs table, each of its indexes and the idempotency table.
+    `warm_read`/`warm_write` (either mode, optional): the units a second the jobs table and
+    each of its indexes serve at once (DynamoDB warm throughput, "pre-warming"), for a burst
+    beyond double the table's previous peak."""
 
     mode: str
     read_min: int
@@ -78,6 +81,8 @@ class TableCapacity:
     write_min: int
     write_max: int
     target_utilization_percent: int
+    warm_read: int | None = None
+    warm_write: int | None = None
 
     @property
     def provisioned(self) -> bool:
@@ -96,6 +101,12 @@ class TableCapacity:
             _check_range(f"table_capacity.{kind}.max", high, low, MAX_PROVISIONED_UNITS)
         # Application Auto Scaling's bounds for DynamoDB target tracking.
         _check_range("table_capacity.target_utilization_percent", self.target_utilization_percent, 20, 90)
+        # Below what a new on-demand table serves already (12,000 reads, 4,000 writes), warm
+        # throughput buys nothing.
+        if self.warm_read is not None:
+            _check_range("table_capacity.warm.read", self.warm_read, 12_000, MAX_PROVISIONED_UNITS)
+        if self.warm_write is not None:
+            _check_range("table_capacity.warm.write", self.warm_write, 4_000, MAX_PROVISIONED_UNITS)
 
 
 # On demand (the default); its bounds are what a switch to PROVISIONED starts from in cdk.json.
@@ -290,7 +301,8 @@ def _table_capacity(value: Any) -> TableCapacity:
     capacity = _json_value("table_capacity", value)
     shape = (
         'context table_capacity must be {"mode": "ON_DEMAND"|"PROVISIONED", '
-        '"read": {"min": n, "max": n}, "write": {"min": n, "max": n}, "target_utilization_percent": n}'
+        '"read": {"min": n, "max": n}, "write": {"min": n, "max": n}, "target_utilization_percent": n, '
+        '"warm": {"read": n, "write": n} (optional)}'
     )
     if not isinstance(capacity, Mapping):
         raise ConfigError(shape)
@@ -311,9 +323,17 @@ def _table_capacity(value: Any) -> TableCapacity:
             write_min=int(capacity["write"]["min"]),
             write_max=int(capacity["write"]["max"]),
             target_utilization_percent=int(capacity["target_utilization_percent"]),
+            warm_read=_optional_units(capacity, "read"),
+            warm_write=_optional_units(capacity, "write"),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ConfigError(shape) from error
+
+
+def _optional_units(capacity: Mapping[str, Any], kind: str) -> int | None:
+    """`warm.<kind>` of a table_capacity, if given."""
+    value = (capacity.get("warm") or {}).get(kind)
+    return None if value is None else int(value)
 
 
 def _arn_list(node: Node, key: str) -> tuple[str, ...] | None:

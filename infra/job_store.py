@@ -39,6 +39,7 @@ class JobStore(Construct):
             partition_key=_key("pk", string),
             sort_key=_key("sk", string),
             **self._billing(),
+            **self._warm(),
             point_in_time_recovery_specification=_PITR,
             # Run items carry `expires_at` so run history ages out after RUN_RETENTION_DAYS.
             time_to_live_attribute="expires_at",
@@ -56,6 +57,7 @@ class JobStore(Construct):
             sort_key=_key("due_sk", number),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
             **self._units(),
+            **self._warm(),
         )
         self.jobs_table.add_global_secondary_index(
             index_name=TENANT_INDEX,
@@ -63,6 +65,7 @@ class JobStore(Construct):
             sort_key=_key("created_key", string),
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
             **self._units(),
+            **self._warm(),
         )
 
         # Powertools idempotency layout: key `id`, TTL `expiration`.
@@ -85,6 +88,18 @@ class JobStore(Construct):
         if not self._capacity.provisioned:
             return {}
         return {"read_capacity": self._capacity.read_min, "write_capacity": self._capacity.write_min}
+
+    def _warm(self) -> dict[str, Any]:
+        """The jobs table's and its indexes' warm throughput, if context sets it: what they
+        serve at once in a burst (the idempotency table sees only creates)."""
+        capacity = self._capacity
+        if capacity.warm_read is None and capacity.warm_write is None:
+            return {}
+        return {
+            "warm_throughput": dynamodb.WarmThroughput(
+                read_units_per_second=capacity.warm_read, write_units_per_second=capacity.warm_write
+            )
+        }
 
     def _billing(self) -> dict[str, Any]:
         """A table's billing properties."""

@@ -78,7 +78,7 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
 
 # Target grants narrowed: no queues and no event buses (those grants are left out), one topic,
 # and a deployer's wildcard pattern of functions; a non-default timer, to see context
-# settings reach the functions; and the tables on provisioned capacity.
+# settings reach the functions; and the tables on provisioned capacity, pre-warmed.
 NARROWED_TOPIC = "arn:aws:sns:eu-west-1:111122223333:alerts"
 NARROWED_FUNCTIONS = "arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"
 NARROWED_CONTEXT: dict[str, Any] = {
@@ -93,6 +93,7 @@ NARROWED_CONTEXT: dict[str, Any] = {
         "read": {"min": 5, "max": 500},
         "write": {"min": 10, "max": 40000},
         "target_utilization_percent": 70,
+        "warm": {"read": 15_000, "write": 20_000},
     },
 }
 

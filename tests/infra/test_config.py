@@ -100,6 +100,9 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"table_capacity": _capacity(mode="RESERVED")},
         {"table_capacity": _capacity(read={"min": 100, "max": 50})},
         {"table_capacity": _capacity(write={"min": 0, "max": 50})},
+        {"table_capacity": _capacity(warm={"write": 3_999})},
+        {"table_capacity": _capacity(warm={"read": 11_999})},
+        {"table_capacity": _capacity(warm={"write": "lots"})},
     ],
 )
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:
@@ -120,6 +123,8 @@ def test_table_capacity_errors_say_what_to_write() -> None:
         '"write": {"min": 3, "max": 4}, "target_utilization_percent": 50}'
     )
     assert provisioned.table_capacity.provisioned
+    warmed = _config(table_capacity={"mode": "ON_DEMAND", "warm": {"write": 100_000}}).table_capacity
+    assert (warmed.warm_read, warmed.warm_write) == (None, 100_000)
     assert (provisioned.table_capacity.write_min, provisioned.table_capacity.write_max) == (3, 4)
 
 

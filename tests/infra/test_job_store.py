@@ -147,3 +147,17 @@ def test_provisioned_capacity_scales_every_table_and_index_on_utilization(narrow
     assert {
         policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] for policy in policies
     } == {70}
+
+
+def test_warm_throughput_prepares_the_jobs_table_and_its_indexes_for_a_burst(
+    synthesis: Synthesis, narrowed: Synthesis
+) -> None:
+    """Context `table_capacity.warm` (see NARROWED_CONTEXT): the jobs table and each index
+    serve that many units a second at once; the idempotency table (creates only) is left."""
+    warm = {"ReadUnitsPerSecond": 15_000, "WriteUnitsPerSecond": 20_000}
+    jobs = _table(narrowed, narrowed.stack.store.jobs_table)["Properties"]
+    assert jobs["WarmThroughput"] == warm
+    assert [index["WarmThroughput"] for index in jobs["GlobalSecondaryIndexes"]] == [warm, warm]
+    assert "WarmThroughput" not in _table(narrowed, narrowed.stack.store.idempotency_table)["Properties"]
+    default = _table(synthesis, synthesis.stack.store.jobs_table)["Properties"]
+    assert "WarmThroughput" not in default
