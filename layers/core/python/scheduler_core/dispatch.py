@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
+from scheduler_core.contention import through_contention
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Priority, Run, RunStatus, Trigger, iso_or_none
@@ -256,13 +257,12 @@ class Dispatcher:
         """A claim throttled or caught in a transaction conflict is tried again, briefly
         (botocore already retried throttling; a conflict it does not retry). A lost race
         (the condition failed) is never retried: someone else owns the firing."""
-        for pause_ms in CONTENTION_PAUSES_MS:
-            try:
-                return self._store.claim_if_unchanged(job, run, following, now, catch_up)
-            except StoreContention:
-                logger.info("claim contended; trying again", extra={"job_id": job.job_id})
-                self._clock.sleep_until(self._clock.now() + timedelta(milliseconds=pause_ms))
-        return self._store.claim_if_unchanged(job, run, following, now, catch_up)
+        return through_contention(
+            lambda: self._store.claim_if_unchanged(job, run, following, now, catch_up),
+            self._clock,
+            [timedelta(milliseconds=pause) for pause in CONTENTION_PAUSES_MS],
+            on_retry=lambda: logger.info("claim contended; trying again", extra={"job_id": job.job_id}),
+        )
 
     def claim_and_enqueue(self, job: Job, now: datetime) -> ClaimResult:
         """Claim and enqueue a job's firings within the horizon (the create path). What

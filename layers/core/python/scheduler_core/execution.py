@@ -28,14 +28,14 @@ run's start writes only the run, so its worker reads the job once more before th
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
+from scheduler_core.contention import through_contention
+from scheduler_core.heartbeat import heartbeat
 from scheduler_core.lifecycle import RunLifecycle, is_last
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
@@ -174,7 +174,7 @@ class RunExecutor:
             logger.info("success of an earlier attempt reused; target not called again", extra=context)
             delivery = Delivery(ok=True, status_code=run.delivered_code)
         else:
-            with self._heartbeat(run, owner, lease):
+            with heartbeat(self._store, self._clock, run, owner, self._lease, self._heartbeat_every, lease):
                 delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
         return self._record(current, run, owner, delivery, lateness_ms, context)
 
@@ -414,43 +414,12 @@ class RunExecutor:
         target has answered: a write given up on would have the next attempt call it again);
         StoreContention once END_WRITE_PAUSES are spent, or when the next pause would reach the
         invocation's end (the message comes back, the at least once window)."""
-        for pause in (*END_WRITE_PAUSES, None):
-            try:
-                return write()
-            except StoreContention:
-                resume = self._clock.now() + timedelta(seconds=pause or 0)
-                if pause is None or (self._invocation_ends is not None and resume >= self._invocation_ends):
-                    raise
-                logger.warning("end of a delivered attempt throttled; trying again", extra=context)
-                self._clock.sleep_until(self._clock.now() + timedelta(seconds=pause))
-        raise AssertionError("the last try returns or raises")
-
-    @contextmanager
-    def _heartbeat(self, run: Run, owner: str, lease: MessageLease | None) -> Iterator[None]:
-        """While the target call runs, renew the run's lease and its message's visibility
-        every `heartbeat_every`, so a long call is not taken for a dead worker. Stops when the
-        call returns, or when the lease is lost (another attempt owns the run)."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(self._heartbeat_every.total_seconds()):
-                lease_until = self._clock.now() + self._lease
-                try:
-                    held = self._store.extend_lease_if_held(run, owner, lease_until)
-                except Exception:  # throttled, unreachable: try again at the next beat
-                    logger.exception("lease not renewed", extra={"run_id": run.run_id})
-                    continue
-                if not held:
-                    logger.warning("lease lost during the call", extra={"run_id": run.run_id})
-                    return
-                if lease is not None:
-                    lease.hide_for(int(self._lease.total_seconds()))
-                metrics.add_metric(name="LeaseRenewals", unit="Count", value=1)
-
-        beater = threading.Thread(target=beat, name=f"heartbeat-{run.run_id}", daemon=True)
-        beater.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            beater.join()
+        return through_contention(
+            write,
+            self._clock,
+            [timedelta(seconds=pause) for pause in END_WRITE_PAUSES],
+            until=self._invocation_ends,
+            on_retry=lambda: logger.warning(
+                "end of a delivered attempt throttled; trying again", extra=context
+            ),
+        )
