@@ -20,11 +20,11 @@ from bench.metering import CallLog
 from bench.report import table
 from bench.stack import BenchStack, moto_session
 from scheduler_core import keys
+from scheduler_core.adapters.dynamodb import DUE_INDEX
 from scheduler_core.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.clock import SystemClock, from_ms, to_ms
 from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.model import HttpTarget, Job, JobStatus, Priority, RetryPolicy, ScheduleSpec
-from scheduler_core.store import DUE_INDEX
 
 SHARD = 0
 TENANT = "arn:aws:iam::123456789012:user/bench"

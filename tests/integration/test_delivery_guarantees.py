@@ -30,6 +30,7 @@ from botocore.compat import HTTPHeaders
 from moto import mock_aws
 
 from functions.worker.handler import handler as worker_handler
+from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from scheduler_core.composition import (
@@ -47,7 +48,6 @@ from scheduler_core.model import DeadLetter, JobCreate, Priority, RetryPolicy, R
 from scheduler_core.ports import StoreContention
 from scheduler_core.retry import backoff
 from scheduler_core.settings import Settings, settings_from_env
-from scheduler_core.store import DynamoJobStore
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources

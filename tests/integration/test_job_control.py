@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from scheduler_core import store as store_module
+from scheduler_core.adapters.dynamodb import DynamoJobStore
+from scheduler_core.adapters.dynamodb import listing as listing_module
 from scheduler_core.model import Job, Run
 from scheduler_core.ports import Delivery
-from scheduler_core.store import DynamoJobStore
 from tests.support.events import BOB
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -610,7 +610,7 @@ def test_a_filtered_listing_reads_a_bounded_number_of_items_per_page(
                 "target": {"type": "HTTP", "url": "https://x.test/"},
             }
         )
-    monkeypatch.setattr(store_module, "FILTERED_READ_BUDGET", 3)
+    monkeypatch.setattr(listing_module, "FILTERED_READ_BUDGET", 3)
 
     pages: list[list[str]] = []
     cursor = None

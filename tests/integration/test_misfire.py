@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.clock import from_ms
 from scheduler_core.dispatch import PollReport
 from scheduler_core.model import Job, Priority, Run, RunStatus
 from scheduler_core.ports import Delivery
-from scheduler_core.store import DynamoJobStore
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

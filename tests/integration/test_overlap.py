@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.execution import Outcome
 from scheduler_core.model import Priority, RunMessage, RunStatus
-from scheduler_core.store import DynamoJobStore
 from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver

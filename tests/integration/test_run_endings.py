@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.model import RunMessage, RunStatus
-from scheduler_core.store import DynamoJobStore
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

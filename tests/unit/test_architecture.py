@@ -18,7 +18,7 @@ PURE = [
     "messages", "clock", "cursors", "errors", "tenancy", "target_access",
 ]  # fmt: skip
 SERVICES = ["jobs", "job_control", "dispatch", "execution", "lifecycle", "redrive"]
-ADAPTERS = {"store", "queues", "targets", "idempotency", "aws", "composition"}
+ADAPTERS = {"adapters", "queues", "targets", "idempotency", "aws", "composition"}
 
 
 @pytest.mark.parametrize("module", PURE)

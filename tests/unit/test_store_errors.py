@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from scheduler_core.store import _is_contention
+from scheduler_core.adapters.dynamodb.table import is_contention
 
 
 def error(code: str, status: int) -> ClientError:
@@ -27,7 +27,7 @@ def error(code: str, status: int) -> ClientError:
     ],
 )
 def test_throttling_conflicts_and_server_errors_are_contention(code: str, status: int) -> None:
-    assert _is_contention(error(code, status))
+    assert is_contention(error(code, status))
 
 
 @pytest.mark.parametrize(
@@ -39,4 +39,4 @@ def test_throttling_conflicts_and_server_errors_are_contention(code: str, status
     ],
 )
 def test_a_lost_race_or_a_bad_request_is_not_contention(code: str, status: int) -> None:
-    assert not _is_contention(error(code, status))
+    assert not is_contention(error(code, status))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
+from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, SystemClock
 from scheduler_core.dispatch import SEND_BATCH, Dispatcher, PollPolicy
@@ -19,7 +20,6 @@ from scheduler_core.ports import CreateOnce, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
-from scheduler_core.store import DUE_PAGE, DynamoJobStore
 from scheduler_core.target_access import TargetAccess
 from scheduler_core.targets import TargetDispatcher
 

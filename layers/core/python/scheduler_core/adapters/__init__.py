@@ -1,0 +1,1 @@
+"""Adapters: the ports (`scheduler_core.ports`) on AWS services."""

@@ -1,0 +1,198 @@
+"""The `Listing` port on the jobs table: a tenant's jobs (the `by_tenant` index) and a job's
+runs, a page at a time behind opaque cursors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from scheduler_core import keys
+from scheduler_core.adapters.dynamodb.codec import (
+    expression_values,
+    from_value,
+    to_item,
+)
+from scheduler_core.adapters.dynamodb.table import (
+    DUE_INDEX,
+    TENANT_INDEX,
+    TableAdapter,
+)
+from scheduler_core.clock import to_ms
+from scheduler_core.cursors import decode_cursor, encode_cursor
+from scheduler_core.errors import InvalidRequest, field_error
+from scheduler_core.model import JobStatus, Run, RunStatus
+from scheduler_core.ports import Page
+
+if TYPE_CHECKING:
+    pass
+
+
+# The most items one page of a filtered listing reads (DynamoDB filters after reading).
+FILTERED_READ_BUDGET = 1_000
+# What the job listing's filters look at (`list_jobs`).
+_FILTERED_ATTRIBUTES = ("status", "name")
+
+
+class ListingTable(TableAdapter):
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        status: JobStatus | None,
+        name_prefix: str | None = None,
+    ) -> Page:
+        """Newest first, optionally only those in `status` and/or whose name starts with
+        `name_prefix`. The tenant index holds keys only (so a job's changes never rewrite its
+        entry): each page reads index keys, then the jobs themselves with BatchGetItem, and
+        filters those. A filtered page reads at most `FILTERED_READ_BUDGET` index entries: it
+        may hold fewer than `limit` jobs, even none, and still a `next_cursor`."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": TENANT_INDEX,
+            "KeyConditionExpression": "tenant = :tenant",
+            "ExpressionAttributeValues": expression_values(tenant=tenant),
+            "ScanIndexForward": False,
+        }
+
+        def wanted(item: dict[str, Any]) -> bool:
+            # The index holds keys only: status and name are the item's, read after the index.
+            return (status is None or item["status"]["S"] == str(status)) and (
+                name_prefix is None or item["name"]["S"].startswith(name_prefix)
+            )
+
+        start = decode_cursor(cursor, ("pk", "sk", *self._index_keys(TENANT_INDEX))) if cursor else None
+        if start is not None and start.get("tenant") != tenant:
+            raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
+        filtered = status is not None or name_prefix is not None
+        items, resume_key = self._page(query, start, limit, keep=wanted if filtered else None)
+        return Page(
+            [self._codec.job_from_item(item) for item in items],
+            encode_cursor(resume_key) if resume_key else None,
+        )
+
+    def list_runs(self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None) -> Page:
+        """Newest first (by scheduled time), optionally only those in `status` (a filter:
+        see `_page` for what it costs)."""
+        start = decode_cursor(cursor, ("pk", "sk")) if cursor else None
+        if start is not None and start.get("pk") != keys.job_pk(job_id):
+            raise InvalidRequest(
+                "cursor belongs to another listing", [field_error("cursor", "not for this job")]
+            )
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
+            "ExpressionAttributeValues": expression_values(pk=keys.job_pk(job_id), run=keys.RUN_SK_PREFIX),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if status is not None:
+            query["FilterExpression"] = "#status = :status"
+            query["ExpressionAttributeNames"] = {"#status": "status"}
+            query["ExpressionAttributeValues"] |= expression_values(status=str(status))
+        items, resume_key = self._page(query, start, limit)
+        return Page(
+            [self._codec.run_from_item(item) for item in items],
+            encode_cursor(resume_key) if resume_key else None,
+        )
+
+    def recent_runs(
+        self,
+        job_id: str,
+        limit: int,
+        *,
+        after: datetime | None = None,
+        statuses: Collection[RunStatus] | None = None,
+    ) -> list[Run]:
+        """Among the job's `limit` newest runs (those scheduled after `after`, if given), the
+        ones in `statuses` (all if None), newest first. Reads at most `limit` items, consistently."""
+        values = expression_values(pk=keys.job_pk(job_id))
+        if after is None:
+            key_condition = "pk = :pk AND begins_with(sk, :run)"
+            values |= expression_values(run=keys.RUN_SK_PREFIX)
+        else:
+            key_condition = "pk = :pk AND sk > :after"
+            values |= expression_values(after=keys.run_sk(to_ms(after)))
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        runs: list[Run] = []
+        exclusive: Any = None
+        left = limit
+        while left > 0:
+            page = self._ddb.query(
+                **query, Limit=left, **({"ExclusiveStartKey": exclusive} if exclusive else {})
+            )
+            items = page.get("Items", [])
+            left -= len(items)
+            runs += [self._codec.run_from_item(item) for item in items]
+            if "LastEvaluatedKey" not in page:
+                break
+            exclusive = page["LastEvaluatedKey"]
+        return [run for run in runs if statuses is None or run.status in statuses]
+
+    def _page(
+        self,
+        query: dict[str, Any],
+        start: dict[str, Any] | None,
+        limit: int,
+        keep: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One page of a listing: up to `limit` items and the key to resume after (None at
+        the end). A query of a keys-only index reads the items from the table (BatchGetItem);
+        with `keep`, only the items it keeps count. A filtered listing (`FilterExpression` or `keep`)
+        reads at most `FILTERED_READ_BUDGET` entries per page: a page may then hold fewer than
+        `limit` items, even none, and still a `next_cursor`, which the caller follows."""
+        key_names = ("pk", "sk", *self._index_keys(query.get("IndexName")))
+        exclusive = to_item(start) if start else None
+        keys_only = query.get("IndexName") in (TENANT_INDEX, DUE_INDEX)
+        budget = FILTERED_READ_BUDGET if (keep is not None or "FilterExpression" in query) else None
+        matched: list[dict[str, Any]] = []
+        while True:
+            request: dict[str, Any] = dict(query) | {
+                "Limit": budget if budget is not None else limit - len(matched)
+            }
+            if exclusive:
+                request["ExclusiveStartKey"] = exclusive
+            page = self._ddb.query(**request)
+            entries = page.get("Items", [])
+            if budget is not None:
+                budget -= int(page.get("ScannedCount", len(entries)))
+            if keys_only and keep is not None:
+                items = self._kept_items_of(entries, keep, limit - len(matched))
+            else:
+                items = self._items_of(entries) if keys_only else list(entries)
+            more = "LastEvaluatedKey" in page
+            for position, (entry, item) in enumerate(zip(entries, items, strict=True)):
+                if item is None or (keep is not None and not keep(item)):
+                    continue
+                matched.append(item)
+                if len(matched) == limit:
+                    if position == len(entries) - 1 and not more:
+                        return matched, None
+                    return matched, {name: from_value(entry[name]) for name in key_names}
+            if not more:
+                return matched, None
+            exclusive = page["LastEvaluatedKey"]
+            if budget is not None and budget <= 0:
+                return matched, {k: from_value(v) for k, v in exclusive.items()}
+
+    def _kept_items_of(
+        self, entries: Sequence[Mapping[str, Any]], keep: Callable[[dict[str, Any]], bool], wanted: int
+    ) -> list[dict[str, Any] | None]:
+        """`_items_of` for a filtered listing: the filter reads only the attributes it looks at
+        (a page may read up to `FILTERED_READ_BUDGET` jobs, each up to 256 KiB: in full, that
+        could fill the function's memory); only the first `wanted` kept jobs are read whole.
+        None in the place of every other entry."""
+        brief = self._items_of(entries, _FILTERED_ATTRIBUTES)
+        kept = [n for n, item in enumerate(brief) if item is not None and keep(item)][:wanted]
+        whole = self._items_of([entries[n] for n in kept])
+        items: list[dict[str, Any] | None] = [None] * len(entries)
+        for n, item in zip(kept, whole, strict=True):
+            items[n] = item if item is not None and keep(item) else None
+        return items

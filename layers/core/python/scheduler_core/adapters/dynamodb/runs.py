@@ -1,0 +1,176 @@
+"""The `RunRecords` port and the worker's side of `RunTransitions` on the jobs table: a run
+read or created, an attempt started, its lease extended, and its end (succeeded, failed,
+retrying, or a late success remembered). Every write is fenced by the attempt it expects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from scheduler_core import keys
+from scheduler_core.adapters.dynamodb.codec import (
+    to_item,
+)
+from scheduler_core.adapters.dynamodb.expressions import (
+    HELD_BY_OWNER,
+    HOLDS_SLOT,
+    LEASE_AND_TIMER,
+    MAX_ERROR,
+    RUN_ABSENT,
+    holds_slot,
+    status_in_values,
+    status_one_of_values,
+)
+from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
+from scheduler_core.clock import to_ms
+from scheduler_core.model import Job, Run, RunStatus
+from scheduler_core.ports import RunRef
+
+if TYPE_CHECKING:
+    pass
+
+
+class RunsTable(TransactionalWrites):
+    def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None:
+        reply = self._ddb.get_item(
+            TableName=self._table, Key=self._codec.run_key(job_id, scheduled_for_ms), ConsistentRead=True
+        )
+        item = reply.get("Item")
+        return self._codec.run_from_item(item) if item else None
+
+    def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
+        """A job and one of its runs, read together (one consistent BatchGetItem)."""
+        job_key = to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK})
+        run_key = self._codec.run_key(job_id, scheduled_for_ms)
+        job, run = self._items_of([job_key, run_key])
+        return (
+            self._codec.job_from_item(job) if job else None,
+            self._codec.run_from_item(run) if run else None,
+        )
+
+    def put_run_if_absent(self, run: Run, now: datetime) -> bool:
+        """Write a new run (a manual one, a resume's catch-up run); False if one already
+        exists at its time."""
+        return self._write_if(
+            {
+                "TableName": self._table,
+                "Item": self._codec.run_item(run, now),
+                "ConditionExpression": RUN_ABSENT,
+            },
+            put=True,
+        )
+
+    def start_run_if_waiting(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str, timer: datetime | None = None
+    ) -> Run | None:
+        """PENDING/RETRYING → RUNNING for exactly this attempt, leased to `owner` until
+        `lease_until`; the run's timer moves to `timer` if given, else stays where it is. None
+        for a duplicate or stale message: the run already started, finished, or moved on to
+        another attempt."""
+        condition, values = status_in_values(RunStatus.RUNNING)
+        return self._update_run(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.RUNNING),
+                "started_at_ms": to_ms(now),
+                "lease_until_ms": to_ms(lease_until),
+                "lease_owner": owner,
+                **(self._codec.due_attributes(run.job_id, timer) if timer else {}),
+            },
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+        )
+
+    def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
+        """Push the lease (and the watchdog's timer) of a running attempt `owner` still holds."""
+        return (
+            self._update_run(
+                run.job_id,
+                run.scheduled_for_ms,
+                {"lease_until_ms": to_ms(lease_until), **self._codec.due_attributes(run.job_id, lease_until)},
+                HELD_BY_OWNER,
+                {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            )
+            is not None
+        )
+
+    def finish_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        error: str | None = None,
+        response_code: int | None = None,
+        lateness_ms: int | None = None,
+        complete_job: bool = False,
+    ) -> bool:
+        """RUNNING → `status` (SUCCEEDED, FAILED, CANCELLED) only for the attempt `owner` holds;
+        False if the lease was lost to another attempt (a slow worker cannot finish the run).
+        `lateness_ms`: how late the target was called. `complete_job`: this was the job's
+        last run; the job becomes COMPLETED in the same transaction."""
+        request = self._run_update(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(status),
+                "finished_at_ms": to_ms(now),
+                "expires_at": self._codec.expiry(now),
+                "error": error[:MAX_ERROR] if error else None,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+            },
+            HELD_BY_OWNER + (f" AND {HOLDS_SLOT}" if holds_slot(run) else ""),
+            {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            remove=LEASE_AND_TIMER,
+        )
+        return self._end_run(request, run.job_id, now, complete=complete_job, release=holds_slot(run))
+
+    def record_late_success_if_may_run_again(
+        self, run: RunRef, response_code: int | None, now: datetime
+    ) -> bool:
+        """Remember that an attempt whose lease was lost called the target successfully, on
+        a run that may still run again (waiting, running another attempt, or FAILED and
+        re-drivable): its next attempt then finishes with this answer instead of a call.
+        False when the run ended for good meanwhile (SUCCEEDED, CANCELLED, SKIPPED)."""
+        condition, values = status_one_of_values(
+            [RunStatus.PENDING, RunStatus.RETRYING, RunStatus.RUNNING, RunStatus.FAILED]
+        )
+        sets = {"delivered_at_ms": to_ms(now), "delivered_code": response_code}
+        return self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values) is not None
+
+    def retry_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        error: str | None,
+        response_code: int | None,
+        next_attempt_at: datetime,
+        due_at: datetime,
+        lateness_ms: int | None = None,
+    ) -> Run | None:
+        """RUNNING → RETRYING as the next attempt, due at `next_attempt_at`, only for the
+        attempt `owner` holds (its running slot, if it holds one, is given back: the retry
+        takes one again when it starts). The poller looks at it again at `due_at`."""
+        return self._move_to_retry(
+            run,
+            {
+                "status": str(RunStatus.RETRYING),
+                "attempt": run.attempt + 1,
+                "next_attempt_at_ms": to_ms(next_attempt_at),
+                "error": error[:MAX_ERROR] if error else None,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+                **self._codec.due_attributes(run.job_id, due_at),
+            },
+            HELD_BY_OWNER,
+            {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+            {
+                "next_attempt_at": next_attempt_at,
+                "due_at": due_at,
+                "error": error,
+                "response_code": response_code,
+                "lateness_ms": lateness_ms,
+            },
+        )

@@ -1,0 +1,219 @@
+"""The `RunningSlots` port on the jobs table: a run admitted under its job's concurrency
+policy (started in a slot, buffered, skipped, back in the catch-up queue), each write
+conditioned on the job's slots as the service read them (see `overlap`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from scheduler_core import run_state
+from scheduler_core.adapters.dynamodb.codec import (
+    CATCH_UP_QUEUE,
+    expression_values,
+)
+from scheduler_core.adapters.dynamodb.expressions import (
+    ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
+    LEASE_AND_TIMER,
+    MAX_ERROR,
+    status_in_values,
+    status_one_of_values,
+)
+from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
+from scheduler_core.clock import to_ms
+from scheduler_core.model import Job, Overlap, Run, RunStatus
+from scheduler_core.overlap import waits_behind_another
+from scheduler_core.ports import RunRef
+
+if TYPE_CHECKING:
+    pass
+
+
+class SlotsTable(TransactionalWrites):
+    @staticmethod
+    def _max_running(job: Job) -> int:
+        limit = job.concurrency.max_running
+        assert job.concurrency.overlap is not Overlap.ALLOW, "ALLOW counts no slots"
+        assert limit is not None
+        return limit
+
+    def start_run_in_slot(
+        self,
+        run: Run,
+        job: Job,
+        now: datetime,
+        lease_until: datetime,
+        owner: str,
+        timer: datetime | None = None,
+    ) -> Run | None:
+        """`start_run_if_waiting` for `run` as read, taking one of the job's running slots in
+        the same transaction: if the job is still at the version read (not paused, cancelled
+        or changed since) and fewer than `concurrency.max_running` slots are taken and, under
+        BUFFER_ONE, no other run waits for one. The job's buffered run gives up its place as
+        it starts. The run as started (no read after the write); None when the run is not as
+        read (a duplicate or stale message, or a late success recorded on it since);
+        SlotsChanged when the job is no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = status_in_values(RunStatus.RUNNING)
+        request = self._run_update(
+            run.job_id,
+            me,
+            {
+                "status": str(RunStatus.RUNNING),
+                "started_at_ms": to_ms(now),
+                "lease_until_ms": to_ms(lease_until),
+                "lease_owner": owner,
+                "slot": True,
+                **(self._codec.due_attributes(run.job_id, timer) if timer else {}),
+            },
+            # The run as read: a late success recorded since must not be missed (see `execution`).
+            f"{condition} AND attempt = :attempt"
+            + ("" if run.delivered_at is not None else " AND attribute_not_exists(delivered_at_ms)"),
+            values | {"attempt": run.attempt},
+        )
+        conditions = ["version = :version", "(attribute_not_exists(running_count) OR running_count < :max)"]
+        slot_values: dict[str, Any] = {
+            "zero": 0,
+            "one": 1,
+            "max": self._max_running(job),
+            "version": job.version,
+        }
+        removes = []
+        if job.buffered_run_ms == me:
+            conditions.append("buffered_run_ms = :me")
+            slot_values["me"] = me
+            removes.append("buffered_run_ms")
+        elif job.concurrency.overlap is Overlap.BUFFER_ONE:
+            conditions.append("attribute_not_exists(buffered_run_ms)")
+        if job.catch_up_queue_ms[:1] == [me]:  # its turn: it leaves the queue as it starts
+            conditions.append(f"{CATCH_UP_QUEUE}[0] = :me")
+            slot_values["me"] = me
+            removes.append(f"{CATCH_UP_QUEUE}[0]")
+        sets = ["running_count = if_not_exists(running_count, :zero) + :one"]
+        if not self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values)):
+            return None
+        started = {"status": RunStatus.RUNNING, "started_at": now, "lease_until": lease_until}
+        return run.model_copy(update=started | {"holds_slot": True, "due_at": timer or run.due_at})
+
+    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+        """Make the waiting run the job's buffered run (BUFFER_ONE): the one that starts when a
+        slot is given back. Only while every slot is taken and no other run waits (as `job`
+        was read). Its timer moves to `due_at`: if no slot's release sends its message by
+        then, the poller does. False for a duplicate or stale message; SlotsChanged when
+        the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = status_one_of_values(run_state.WAITING)
+        request = self._run_update(
+            run.job_id,
+            me,
+            self._codec.due_attributes(run.job_id, due_at),
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+        )
+        conditions = [
+            "running_count >= :max",
+            "(attribute_not_exists(buffered_run_ms) OR buffered_run_ms = :me)",
+        ]
+        job_write = self._job_write(
+            run.job_id, ["buffered_run_ms = :me"], [], conditions, {"max": self._max_running(job), "me": me}
+        )
+        return self._admit(request, job_write)
+
+    def skip_run_if_waiting(
+        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+    ) -> bool:
+        """PENDING/RETRYING → SKIPPED (`reason` as its error; the target is not called) while
+        the job's slots are as `job` was read: every one taken, or (BUFFER_ONE) another run
+        waiting for one. The job's buffered run, skipped, gives up its place. `complete_job`:
+        this was the job's last run; the job completes in the same transaction. False for a
+        duplicate or stale message; SlotsChanged when the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        condition, values = status_in_values(RunStatus.SKIPPED)
+        request = self._run_update(
+            run.job_id,
+            me,
+            {
+                "status": str(RunStatus.SKIPPED),
+                "finished_at_ms": to_ms(now),
+                "expires_at": self._codec.expiry(now),
+                "error": reason[:MAX_ERROR],
+            },
+            f"{condition} AND attempt = :attempt",
+            values | {"attempt": run.attempt},
+            remove=LEASE_AND_TIMER,
+        )
+        sets: list[str] = []
+        removes: list[str] = []
+        slot_values: dict[str, Any] = {}
+        # With nothing to change on the job, an attribute the conditions hold is rewritten as
+        # it is: an update, not a ConditionCheck, which would need one more IAM action.
+        if waits_behind_another(job.concurrency, job.buffered_run_ms, me):
+            conditions = ["buffered_run_ms = :other"]
+            slot_values["other"] = job.buffered_run_ms
+            unchanged = "buffered_run_ms = buffered_run_ms"
+        else:
+            conditions = ["running_count >= :max"]
+            unchanged = "running_count = running_count"
+            slot_values["max"] = self._max_running(job)
+            if job.buffered_run_ms == me:
+                conditions.append("buffered_run_ms = :me")
+                slot_values["me"] = me
+                removes.append("buffered_run_ms")
+        if complete_job:
+            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            conditions.append(ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
+            slot_values |= {
+                "completed": "COMPLETED",
+                "one": 1,
+                "now": to_ms(now),
+                "scheduled": "SCHEDULED",
+                "paused": "PAUSED",
+            }
+        if not sets and not removes:
+            sets.append(unchanged)
+        return self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values))
+
+    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+        """A caught-up run that left the catch-up queue at an earlier start (it is retrying, or
+        was set aside by a pause) and finds no running slot free takes the queue's front again,
+        so the next slot given back is its turn. Only while the job's slots are as `job` was
+        read (every one taken, or a run buffered for one): the release it then waits for
+        wakes it. Its timer moves to `due_at`. False for a duplicate or stale message;
+        SlotsChanged when the job's slots are no longer as read."""
+        me = run.scheduled_for_ms
+        request = self._run_update(*self._waiting_timer_update(run, due_at))
+        values: dict[str, Any] = {"queued": [me], "no_runs": []}
+        if job.running_count >= self._max_running(job):
+            conditions = ["running_count >= :max"]
+            values["max"] = self._max_running(job)
+        else:  # a run buffered for a slot (BUFFER_ONE) goes first
+            conditions = ["buffered_run_ms = :other"]
+            values["other"] = job.buffered_run_ms
+        sets = [f"{CATCH_UP_QUEUE} = list_append(:queued, if_not_exists({CATCH_UP_QUEUE}, :no_runs))"]
+        return self._admit(request, self._job_write(run.job_id, sets, [], conditions, values))
+
+    def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool:
+        """Take `run_ms` off the front of the job's catch-up queue (it ended without starting:
+        cancelled, failed), if it still is there."""
+        return self._write_if(
+            {
+                "TableName": self._table,
+                "Key": self._codec.job_key(job_id),
+                "UpdateExpression": f"REMOVE {CATCH_UP_QUEUE}[0]",
+                "ConditionExpression": f"{CATCH_UP_QUEUE}[0] = :seen",
+                "ExpressionAttributeValues": expression_values(seen=run_ms),
+            }
+        )
+
+    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool:
+        """Forget the job's buffered run `run_ms` (it ended without starting: cancelled,
+        failed), if it still is the buffered one."""
+        return self._write_if(
+            {
+                "TableName": self._table,
+                "Key": self._codec.job_key(job_id),
+                "UpdateExpression": "REMOVE buffered_run_ms",
+                "ConditionExpression": "buffered_run_ms = :seen",
+                "ExpressionAttributeValues": expression_values(seen=run_ms),
+            }
+        )

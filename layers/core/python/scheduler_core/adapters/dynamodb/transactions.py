@@ -1,0 +1,214 @@
+"""Writes of a run together with its job item, in one transaction: a run's end that gives a
+running slot back or completes its job, an admission conditioned on the job's slots, a write
+conditioned on the job being paused. The caller learns which side's condition failed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from scheduler_core.adapters.dynamodb.codec import (
+    expression_values,
+)
+from scheduler_core.adapters.dynamodb.expressions import (
+    ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
+    HOLDS_SLOT,
+    holds_slot,
+)
+from scheduler_core.adapters.dynamodb.table import (
+    TableAdapter,
+    error_code,
+    is_contention,
+)
+from scheduler_core.clock import to_ms
+from scheduler_core.model import Run, RunStatus
+from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
+
+if TYPE_CHECKING:
+    pass
+
+
+# Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
+_CONTENTION_PAUSES = (0.02, 0.1)
+_CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+
+
+class TransactionalWrites(TableAdapter):
+    def _transact(self, items: list[dict[str, Any]]) -> list[str | None]:
+        """Write `items` in one transaction: [] when it committed, else each item's reason
+        (`ConditionalCheckFailed`, or None for an item that was fine). A transaction cancelled
+        by contention (another transaction on one of its items, throttling) is tried again
+        at once, twice; then StoreContention."""
+        for pause in (*_CONTENTION_PAUSES, None):
+            try:
+                self._ddb.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+            except ClientError as error:
+                try:
+                    reasons = self._cancellation_reasons(error, expected=len(items))
+                except StoreContention:
+                    if pause is None:
+                        raise
+                    time.sleep(pause)
+                    continue
+                if "ConditionalCheckFailed" not in reasons:
+                    raise
+                return reasons
+            return []
+        raise AssertionError("the last try returns or raises")
+
+    def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
+        """The per-item codes of a cancelled transaction; contention raises StoreContention."""
+        if is_contention(error):
+            raise StoreContention(str(error)) from error
+        if error_code(error) != "TransactionCanceledException":
+            raise error
+        cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
+        reasons = [reason.get("Code") for reason in cancellations] + [None] * expected
+        if any(reason in _CONTENTION_REASONS for reason in reasons):
+            raise StoreContention(f"transaction cancelled: {reasons[:expected]}") from error
+        return reasons[:expected]
+
+    def _job_write(
+        self, job_id: str, sets: list[str], removes: list[str], conditions: list[str], values: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The job item's part of a transaction: an update (SET `sets`, REMOVE `removes`) if
+        `conditions` hold."""
+        write: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": self._codec.job_key(job_id),
+            "ConditionExpression": " AND ".join(["attribute_exists(pk)", *conditions]),
+            "ExpressionAttributeValues": expression_values(**values),
+        }
+        if any("#status" in part for part in (*sets, *conditions)):
+            write["ExpressionAttributeNames"] = {"#status": "status"}
+        update = f"SET {', '.join(sets)}" if sets else ""
+        if removes:
+            update += f" REMOVE {', '.join(removes)}"
+        return {"Update": write | {"UpdateExpression": update.strip()}}
+
+    def _admit(self, run_request: dict[str, Any], job_write: dict[str, Any]) -> bool:
+        """Write a run's admission (started, buffered, skipped) with its condition on the job's
+        slots. False if the run's condition failed (a duplicate or stale message); SlotsChanged
+        if only the job's did (its slots are no longer as read)."""
+        reasons = self._transact([{"Update": run_request}, job_write])
+        if not reasons:
+            return True
+        if reasons[0] == "ConditionalCheckFailed":
+            return False
+        raise SlotsChanged(f"running slots of job {run_request['Key']['pk']['S']} changed")
+
+    def _end_run(
+        self,
+        request: dict[str, Any],
+        job_id: str,
+        now: datetime,
+        *,
+        complete: bool = False,
+        release: bool = False,
+    ) -> bool:
+        """Apply a run's update that ends its attempt. With `release`, give the attempt's
+        running slot back (the request must hold it: `HOLDS_SLOT`); with `complete`, complete
+        the job (its last run has ended). Both are one update of the job item, in the same
+        transaction as the run's, so no crash can leave a finished one-off job SCHEDULED
+        forever, nor a slot taken by an attempt that ended. False if the run's condition
+        failed. A job that cannot complete (cancelled meanwhile, or already completed) stops
+        neither the run's update nor the release."""
+        variants = [(release, complete)]
+        if release and complete:
+            variants.append((True, False))
+        if release or complete:
+            variants.append((False, False))
+        for give_back, completing in variants:
+            job_update = self._job_end_update(job_id, now, give_back, completing)
+            if job_update is None:
+                return self._write_if(request)
+            reasons = self._transact([{"Update": request}, {"Update": job_update}])
+            if not reasons:
+                return True
+            if reasons[0] == "ConditionalCheckFailed":
+                return False
+        raise AssertionError("the last variant writes the run alone")
+
+    def _job_end_update(
+        self, job_id: str, now: datetime, release: bool, complete: bool
+    ) -> dict[str, Any] | None:
+        """The job's part of a run's end: a running slot given back, the job completed."""
+        if not release and not complete:
+            return None
+        sets: list[str] = []
+        conditions = ["attribute_exists(pk)"]
+        values: dict[str, Any] = {"one": 1}
+        update: dict[str, Any] = {"TableName": self._table, "Key": self._codec.job_key(job_id)}
+        if release:
+            sets.append("running_count = running_count - :one")
+            conditions.append("running_count >= :one")
+        if complete:
+            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            conditions.append(ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
+            values |= {
+                "completed": "COMPLETED",
+                "now": to_ms(now),
+                "scheduled": "SCHEDULED",
+                "paused": "PAUSED",
+            }
+            update["ExpressionAttributeNames"] = {"#status": "status"}
+        return update | {
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeValues": expression_values(**values),
+        }
+
+    def _move_to_retry(
+        self,
+        run: RunRef,
+        sets: Mapping[str, Any],
+        condition: str,
+        condition_values: Mapping[str, Any],
+        changes: Mapping[str, Any],
+    ) -> Run | None:
+        """A running attempt → RETRYING (`sets`, if `condition`), giving its running slot back
+        in the same transaction when it holds one. The run as written (`changes`: its new
+        values, None ones left as they were), or None when the condition failed."""
+        remove = ("lease_until_ms", "lease_owner", "slot")
+        if not holds_slot(run):
+            return self._update_run(
+                run.job_id, run.scheduled_for_ms, sets, condition, condition_values, remove
+            )
+        assert isinstance(run, Run)
+        request = self._run_update(
+            run.job_id, run.scheduled_for_ms, sets, f"{condition} AND {HOLDS_SLOT}", condition_values, remove
+        )
+        if not self._end_run(request, run.job_id, run.scheduled_for, release=True):
+            return None
+        updates = {name: value for name, value in changes.items() if value is not None}
+        return run.model_copy(
+            update=updates
+            | {
+                "status": RunStatus.RETRYING,
+                "attempt": run.attempt + 1,
+                "lease_until": None,
+                "holds_slot": False,
+            }
+        )
+
+    def _write_while_paused(
+        self, run_request: dict[str, Any], job_id: str, release: bool = False
+    ) -> bool | None:
+        """Write a run's update in one transaction with the condition that its job is PAUSED
+        (with `release`, giving a running slot back). True when written; False if the run's
+        condition failed; None if only the job's did (it is no longer paused)."""
+        sets, conditions = ["#status = #status"], ["#status = :paused"]
+        values: dict[str, Any] = {"paused": "PAUSED"}
+        if release:
+            sets = ["running_count = running_count - :one"]
+            conditions.append("running_count >= :one")
+            values["one"] = 1
+        job_write = self._job_write(job_id, sets, [], conditions, values)
+        reasons = self._transact([{"Update": run_request}, job_write])
+        if not reasons:
+            return True
+        return False if reasons[0] == "ConditionalCheckFailed" else None
