@@ -99,7 +99,7 @@ def only_run(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
 
 def stored_run(cloud: SchedulerHarness, run_id: str) -> Run:
     job_id, ms = run_id.rsplit(":", 1)
-    run = cloud.dispatcher._store.get_run(job_id, int(ms))
+    run = cloud.poll_store.get_run(job_id, int(ms))
     assert run is not None
     return run
 

@@ -65,7 +65,7 @@ def test_a_first_poll_that_fails_does_not_let_its_window_slide(
     run of failing first polls are still found."""
     at = clock.now() + timedelta(minutes=5)
     cloud.create(hook(receiver, at=at.isoformat()))
-    store = cloud.dispatcher._store
+    store = cloud.poll_store
     original = store.due_pages
     store.due_pages = lambda *args, **kwargs: (_ for _ in ()).throw(StoreContention("throttled"))  # type: ignore[method-assign]
     cloud.poll()  # every first poll fails ...
@@ -282,7 +282,7 @@ def test_cancelling_a_runs_not_started_leaves_a_run_a_worker_holds_alone(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     job = cloud.create(hook(receiver, at=(clock.now() + timedelta(seconds=5)).isoformat()))
-    store, now = cloud.dispatcher._store, clock.now()
+    store, now = cloud.poll_store, clock.now()
     fire_ms = to_ms(now + timedelta(seconds=5))
     message = RunMessage(
         job_id=job["job_id"], run_id=f"{job['job_id']}:{fire_ms}", scheduled_for_ms=fire_ms, attempt=1

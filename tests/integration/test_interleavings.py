@@ -83,7 +83,7 @@ class World:
         self.call_kinds += [kind] * (len(self.receiver.requests) - len(self.call_kinds))
 
     def runs(self) -> list[Run]:
-        store = self.cloud.dispatcher._store
+        store = self.cloud.poll_store
         return [
             run
             for job_id in [*self.one_offs, *self.crons]
@@ -165,7 +165,7 @@ class World:
             if run.status in (RunStatus.PENDING, RunStatus.RETRYING) and run.starts_at <= now + MAX_EARLY
         ]
         if due:
-            store = self.cloud.dispatcher._store
+            store = self.cloud.poll_store
             assert store.start_run_if_waiting(due[0], now, now + lease, owner="died-before-calling")
             self.abandoned += 1
 
@@ -245,7 +245,7 @@ def check(world: World, cutoff: datetime) -> None:
             assert run.attempt == 1, run
 
     # No running slot outlives its attempt (nothing runs any more), none is waited for.
-    store = world.cloud.dispatcher._store
+    store = world.cloud.poll_store
     for job_id in [*world.one_offs, *world.crons]:
         job = store.get_job(job_id)
         assert job is not None

@@ -63,7 +63,7 @@ def next_minute(clock: FrozenClock) -> datetime:
 
 
 def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.jobs._store
+    store = cloud.api_store
     assert isinstance(store, DynamoJobStore)
     return store
 
@@ -737,7 +737,7 @@ def test_patching_a_one_off_away_and_back_to_its_cancelled_time_is_a_409(
 def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    store = cloud.dispatcher._store
+    store = cloud.poll_store
     assert isinstance(store, DynamoJobStore)
     broken = cloud.create(http_job(receiver, at=iso(clock.now() + timedelta(seconds=30))))
     # Its job item becomes unreadable (stored under older, looser rules, say) while its run waits.
@@ -768,7 +768,7 @@ def test_a_firing_paused_while_its_worker_waits_and_resumed_as_it_looks_again_ru
     five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     clock.move_to(five - timedelta(seconds=90))
     cloud.poll()
-    store = cloud.executor._store
+    store = cloud.worker_store
     real_get_job, real_sleep = store.get_job, cloud.executor._clock.sleep_until
     slept = False
     reads_after = 0

@@ -356,7 +356,7 @@ def one_at_a_time(overlap: str) -> dict[str, Any]:
 
 
 def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.jobs._store
+    store = cloud.api_store
     assert isinstance(store, DynamoJobStore)
     return store
 
@@ -554,7 +554,7 @@ def test_two_slots_given_back_together_start_two_caught_up_runs(
         lifecycle.wake_next_in_line(job_now, run)
 
     end(a_ms)  # wakes C
-    real_get_job = cloud.executor._store.get_job
+    real_get_job = cloud.worker_store.get_job
     b_ended = False
 
     def get_job(job_id_read: str) -> Job | None:
@@ -572,10 +572,10 @@ def test_two_slots_given_back_together_start_two_caught_up_runs(
         waiting_while_c_runs.extend(json.loads(m["Body"])["run_id"] for m in receive(visibility=0))
         return real_deliver(job_now, run)
 
-    cloud.executor._store.get_job = get_job  # type: ignore[method-assign, assignment]
+    cloud.worker_store.get_job = get_job  # type: ignore[method-assign, assignment]
     cloud.executor._targets.deliver = deliver  # type: ignore[method-assign, assignment]
     cloud.invoke_worker(receive(count=1), url, arn)  # C's first wake-up message
-    cloud.executor._store.get_job = real_get_job  # type: ignore[method-assign]
+    cloud.worker_store.get_job = real_get_job  # type: ignore[method-assign]
     cloud.executor._targets.deliver = real_deliver  # type: ignore[method-assign]
     assert f"{job_id}:{d_ms}" in waiting_while_c_runs
     cloud.deliver()

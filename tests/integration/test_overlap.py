@@ -38,7 +38,7 @@ def every_minute(receiver: WebhookReceiver, **concurrency: Any) -> dict[str, Any
 
 
 def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.jobs._store
+    store = cloud.api_store
     assert isinstance(store, DynamoJobStore)
     return store
 

@@ -65,7 +65,7 @@ def test_a_poller_claiming_from_a_stale_read_loses_every_race_to_the_one_that_cl
         for i in range(40)
     ]
     clock.move_to(fire_at - timedelta(seconds=60))
-    store, now = cloud.dispatcher._store, clock.now()
+    store, now = cloud.poll_store, clock.now()
     until = to_ms(now + timedelta(seconds=cloud.settings.lookahead_seconds))
     # Poller A reads the due index; poller B then polls every shard; A claims what it read.
     seen_by_a = [
@@ -125,7 +125,7 @@ def test_the_poller_handler_takes_the_eventbridge_input_and_moves_the_watermark(
     grace = timedelta(seconds=cloud.settings.poll_grace_seconds)
     expected_watermark = keys.bucket_of(to_ms(clock.now() - grace))
     assert {summary["watermark_ms"] for summary in summaries} == {expected_watermark}
-    assert cloud.dispatcher._store.get_watermark(0) == expected_watermark
+    assert cloud.poll_store.get_watermark(0) == expected_watermark
 
 
 def test_a_job_missed_while_the_poller_was_down_fires_when_it_returns(

@@ -25,7 +25,7 @@ def one_off(
 
 
 def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.dispatcher._store
+    store = cloud.poll_store
     assert isinstance(store, DynamoJobStore)
     return store
 

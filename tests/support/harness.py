@@ -15,7 +15,7 @@ from functions.poller.handler import handler as poller_handler
 from functions.worker.handler import handler as worker_handler
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
-from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor
+from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
 from scheduler_core.dispatch import PollReport
 from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
@@ -135,9 +135,14 @@ class SchedulerHarness:
         self.clients = clients
         self.settings = settings
         self.clock = clock
-        self.jobs = build_job_service(settings, clients, clock)
-        self.dispatcher = build_dispatcher(settings, clients, clock)
-        self.executor = build_run_executor(settings, clients, clock)
+        # The jobs table as each function sees it, its own as in AWS: a test may wrap a
+        # method of one function's store and leave the others as they are.
+        self.api_store = build_store(settings, clients)
+        self.poll_store = build_store(settings, clients)
+        self.worker_store = build_store(settings, clients)
+        self.jobs = build_job_service(settings, clients, clock, self.api_store)
+        self.dispatcher = build_dispatcher(settings, clients, clock, self.poll_store)
+        self.executor = build_run_executor(settings, clients, clock, self.worker_store)
 
     # --- API Gateway ------------------------------------------------------------------
 

@@ -95,8 +95,10 @@ def build_target_access(settings: Settings) -> TargetAccess:
     )
 
 
-def build_job_service(settings: Settings, clients: AwsClients, clock: Clock) -> JobService:
-    store = build_store(settings, clients)
+def build_job_service(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> JobService:
+    store = store or build_store(settings, clients)
     return JobService(
         store,
         build_dispatcher(settings, clients, clock, store),
@@ -117,8 +119,10 @@ def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
     return TargetDispatcher(clients)
 
 
-def build_run_executor(settings: Settings, clients: AwsClients, clock: Clock) -> RunExecutor:
-    store = build_store(settings, clients)
+def build_run_executor(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> RunExecutor:
+    store = store or build_store(settings, clients)
     return RunExecutor(
         store,
         build_targets(settings, clients),

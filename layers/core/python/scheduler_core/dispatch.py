@@ -7,7 +7,7 @@ a bucket's jobs side by side (`claim_parallelism` at a time): a claim touches on
 job and run, so the order between jobs does not matter.
 
 A big bucket (a midnight burst: a shard's share of a million jobs) is worked through as it
-is read: a page of the due index at a time (`JobStore.due_pages`), its runs sent as they are
+is read: a page of the due index at a time (`DueIndex.due_pages`), its runs sent as they are
 claimed, a batch at a time (`Outbox`), so the first runs reach their queue while the last
 are still being read. A poll stops taking new work STOP_BEFORE_TIMEOUT before its function
 would be stopped, sends what it claimed and leaves the rest to the next poll (every minute).
@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
@@ -30,7 +31,7 @@ from scheduler_core.model import Job, JobStatus, Priority, Run, RunStatus, Trigg
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.parallel import InOrder, Runner
-from scheduler_core.ports import JobStore, RunQueue, StoreContention
+from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
 from scheduler_core.schedule import NeverFires, jittered, next_fire_after
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
@@ -135,10 +136,14 @@ class Outbox:
             self.unsent += unsent
 
 
+class PollStore(DueIndex, Watermarks, JobRecords, Protocol):
+    """The ports of the jobs table a poll uses."""
+
+
 class Dispatcher:
     def __init__(
         self,
-        store: JobStore,
+        store: PollStore,
         queue: RunQueue,
         clock: Clock,
         policy: PollPolicy,

@@ -36,14 +36,13 @@ from enum import StrEnum
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.contention import through_contention
 from scheduler_core.heartbeat import heartbeat
-from scheduler_core.lifecycle import RunLifecycle, is_last
+from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import Admission, admit, queues_when_caught_up, skip_reason, waits_behind_another
 from scheduler_core.ports import (
     Delivery,
-    JobStore,
     MessageLease,
     SlotsChanged,
     StoreContention,
@@ -100,7 +99,7 @@ class RunNotDueYet(Exception):
 class RunExecutor:
     def __init__(
         self,
-        store: JobStore,
+        store: RunStore,
         targets: TargetInvoker,
         clock: Clock,
         lease: timedelta,

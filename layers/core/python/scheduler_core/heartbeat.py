@@ -11,12 +11,12 @@ from datetime import timedelta
 from scheduler_core.clock import Clock
 from scheduler_core.model import Run
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobStore, MessageLease
+from scheduler_core.ports import MessageLease, RunTransitions
 
 
 @contextmanager
 def heartbeat(
-    store: JobStore,
+    store: RunTransitions,
     clock: Clock,
     run: Run,
     owner: str,

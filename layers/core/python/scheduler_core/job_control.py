@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from scheduler_core import keys, misfire, run_state
 from scheduler_core.clock import Clock, from_ms, to_ms
@@ -49,7 +50,7 @@ from scheduler_core.model import (
 )
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
-from scheduler_core.ports import JobStore
+from scheduler_core.ports import JobRecords, Listing, RunRecords, RunTransitions
 
 # How often a change is read and applied again when a claim (or another change) won the race.
 CHANGE_TRIES = 3
@@ -186,10 +187,15 @@ def _own_runs_for_missed(
     return kept, new
 
 
+class JobControlStore(JobRecords, RunRecords, Listing, RunTransitions, Protocol):
+    """The ports of the jobs table the API uses (its job service, and pause, resume, trigger
+    and cancel)."""
+
+
 class JobControl:
     def __init__(
         self,
-        store: JobStore,
+        store: JobControlStore,
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,

@@ -14,11 +14,11 @@ from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
 from scheduler_core.errors import Conflict, NotFound, SchedulerError, Unprocessable, field_error
-from scheduler_core.job_control import JobControl
+from scheduler_core.job_control import JobControl, JobControlStore
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec
 from scheduler_core.observability import logger
-from scheduler_core.ports import CreateOnce, JobStore, KeyInUse, KeyReused, Page
+from scheduler_core.ports import CreateOnce, KeyInUse, KeyReused, Page
 from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
 from scheduler_core.target_access import TargetAccess
 
@@ -50,7 +50,7 @@ def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> dat
 class JobService:
     def __init__(
         self,
-        store: JobStore,
+        store: JobControlStore,
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,

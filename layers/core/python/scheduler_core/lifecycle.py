@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from scheduler_core import run_state
 from scheduler_core.clock import Clock
@@ -27,7 +28,7 @@ from scheduler_core.messages import MAX_DELAY_SECONDS, run_message
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import DeadLetter, Job, JobStatus, Overlap, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobStore, RunQueue, RunRef
+from scheduler_core.ports import JobRecords, RunningSlots, RunQueue, RunRecords, RunRef, RunTransitions
 from scheduler_core.retry import attempts_left, backoff
 from scheduler_core.schedule import NeverFires, next_fire_after
 
@@ -35,6 +36,10 @@ from scheduler_core.schedule import NeverFires, next_fire_after
 PAUSED_RECHECK = timedelta(minutes=15)
 # How long a caught-up run waiting its turn for a slot waits before the poller looks again.
 TURN_RECHECK = timedelta(minutes=5)
+
+
+class RunStore(JobRecords, RunRecords, RunTransitions, RunningSlots, Protocol):
+    """The ports of the jobs table a run's life uses: the worker's and the timers'."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class TimerPolicy:
 
 
 class RunLifecycle:
-    def __init__(self, store: JobStore, queue: RunQueue, clock: Clock, timers: TimerPolicy) -> None:
+    def __init__(self, store: RunStore, queue: RunQueue, clock: Clock, timers: TimerPolicy) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock

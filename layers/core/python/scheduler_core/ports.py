@@ -74,19 +74,12 @@ class CreateOnce(Protocol):
         ...
 
 
-class JobStore(Protocol):
+class JobRecords(Protocol):
+    """A job created once, read, replaced if unchanged since it was read, cancelled while active."""
+
     def put_job_if_absent(self, job: Job) -> bool: ...
 
     def get_job(self, job_id: str) -> Job | None: ...
-
-    def list_jobs(
-        self,
-        tenant: str,
-        limit: int,
-        cursor: str | None,
-        status: JobStatus | None,
-        name_prefix: str | None = None,
-    ) -> Page: ...
 
     def update_job_if_unchanged(
         self,
@@ -97,17 +90,20 @@ class JobStore(Protocol):
         catch_up: Sequence[int] = (),
     ) -> bool: ...
 
-    def due_pages(
-        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
-    ) -> Iterator[DueItems]: ...
-
-    def claim_if_unchanged(
-        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> bool: ...
-
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool: ...
 
-    def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None: ...
+
+class Listing(Protocol):
+    """A tenant's jobs and a job's runs, newest first, a page at a time."""
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        status: JobStatus | None,
+        name_prefix: str | None = None,
+    ) -> Page: ...
 
     def list_runs(
         self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None
@@ -122,35 +118,25 @@ class JobStore(Protocol):
         statuses: Collection[RunStatus] | None = None,
     ) -> list[Run]: ...
 
+
+class RunRecords(Protocol):
+    """A run read, alone or with its job, or created once."""
+
+    def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None: ...
+
+    def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]: ...
+
     def put_run_if_absent(self, run: Run, now: datetime) -> bool: ...
+
+
+class RunTransitions(Protocol):
+    """A run moved along its state machine (`run_state`), each write fenced by the attempt
+    (and, for a running attempt, the lease owner) it expects: the worker's start and end, the
+    timers' re-send and take-over, a pause's setting aside, a cancel, a re-drive."""
 
     def start_run_if_waiting(
         self, run: RunRef, now: datetime, lease_until: datetime, owner: str, timer: datetime | None = None
     ) -> Run | None: ...
-
-    def start_run_in_slot(
-        self,
-        run: Run,
-        job: Job,
-        now: datetime,
-        lease_until: datetime,
-        owner: str,
-        timer: datetime | None = None,
-    ) -> Run | None: ...
-
-    def move_timer_to_lease_if_unchanged(self, run: Run) -> bool: ...
-
-    def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]: ...
-
-    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
-
-    def skip_run_if_waiting(
-        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
-    ) -> bool: ...
-
-    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool: ...
-
-    def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool: ...
 
     def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool: ...
 
@@ -181,6 +167,8 @@ class JobStore(Protocol):
         lateness_ms: int | None = None,
     ) -> Run | None: ...
 
+    def move_timer_to_lease_if_unchanged(self, run: Run) -> bool: ...
+
     def take_over_expired_lease(
         self,
         run: Run,
@@ -200,17 +188,63 @@ class JobStore(Protocol):
 
     def wait_turn_if_waiting(self, run: RunRef, due_at: datetime) -> bool: ...
 
-    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
-
     def set_aside_while_paused(self, run: RunRef, due_at: datetime) -> bool | None: ...
 
     def set_aside_if_held(self, run: Run, owner: str, due_at: datetime) -> bool | None: ...
 
     def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool: ...
 
+
+class RunningSlots(Protocol):
+    """A run admitted under its job's concurrency policy (`overlap`), each write conditioned
+    on the job's running slots as the service read them."""
+
+    def start_run_in_slot(
+        self,
+        run: Run,
+        job: Job,
+        now: datetime,
+        lease_until: datetime,
+        owner: str,
+        timer: datetime | None = None,
+    ) -> Run | None: ...
+
+    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
+
+    def skip_run_if_waiting(
+        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+    ) -> bool: ...
+
+    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
+
+    def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool: ...
+
+    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool: ...
+
+
+class DueIndex(Protocol):
+    """What one shard's minute bucket of the due index holds, and the claim of a firing."""
+
+    def due_pages(
+        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+    ) -> Iterator[DueItems]: ...
+
+    def claim_if_unchanged(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> bool: ...
+
+
+class Watermarks(Protocol):
+    """Per shard, the oldest minute bucket a poll has not drained; only ever moved forward."""
+
     def get_watermark(self, shard: int) -> int | None: ...
 
     def advance_watermark(self, shard: int, bucket_ms: int) -> None: ...
+
+
+class JobStore(JobRecords, Listing, RunRecords, RunTransitions, RunningSlots, DueIndex, Watermarks, Protocol):
+    """Every port of the jobs table: what the composition root builds and hands each service,
+    which names only the ports it uses."""
 
 
 class RunQueue(Protocol):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -33,7 +34,18 @@ from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.messages import BATCH_SIZE
 from scheduler_core.model import DeadLetter, JobStatus, RunMessage, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import DeadLetterMessage, DeadLetterQueue, JobStore, RunQueue, StoreContention
+from scheduler_core.ports import (
+    DeadLetterMessage,
+    DeadLetterQueue,
+    JobRecords,
+    RunQueue,
+    RunRecords,
+    StoreContention,
+)
+
+
+class RedriveStore(JobRecords, RunRecords, Protocol):
+    """The ports of the jobs table a re-drive reads."""
 
 
 class Outcome(StrEnum):
@@ -77,7 +89,7 @@ class RedriveReport:
 
 class DeadLetterRedriver:
     def __init__(
-        self, store: JobStore, queue: RunQueue, lifecycle: RunLifecycle, dead_letters: DeadLetterQueue
+        self, store: RedriveStore, queue: RunQueue, lifecycle: RunLifecycle, dead_letters: DeadLetterQueue
     ) -> None:
         self._store = store
         self._queue = queue
