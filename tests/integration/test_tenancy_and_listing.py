@@ -68,7 +68,24 @@ def test_a_cursor_cannot_be_used_by_another_tenant(cloud: SchedulerHarness) -> N
         cloud.create(JOB)
     cursor = cloud.call("GET", "/v1/jobs?limit=1").body["next_cursor"]
     assert cursor
-    assert cloud.call("GET", f"/v1/jobs?cursor={cursor}", caller=BOB).status == 400
+    reply = cloud.call("GET", f"/v1/jobs?cursor={cursor}", caller=BOB)
+    assert reply.status == 400
+    [detail] = reply.body["error"]["details"]
+    assert detail["field"] == "cursor"
+    assert "another tenant's" in detail["message"]
+
+
+def test_a_runs_cursor_of_one_job_is_refused_on_another(cloud: SchedulerHarness) -> None:
+    first, second = cloud.create(JOB), cloud.create(JOB)
+    for _ in range(2):
+        assert cloud.call("POST", f"/v1/jobs/{first['job_id']}/trigger").status == 202
+    cursor = cloud.call("GET", f"/v1/jobs/{first['job_id']}/runs?limit=1").body["next_cursor"]
+    assert cursor
+    reply = cloud.call("GET", f"/v1/jobs/{second['job_id']}/runs?cursor={cursor}")
+    assert reply.status == 400
+    [detail] = reply.body["error"]["details"]
+    assert detail["field"] == "cursor"
+    assert "another job's" in detail["message"]
 
 
 def test_a_job_reads_back_as_it_was_created(cloud: SchedulerHarness, clock: FrozenClock) -> None:

@@ -1,6 +1,6 @@
 """Opaque listing cursors: a page's resume key, base64url JSON. A cursor is accepted only
-with exactly the key names of its listing and scalar values, so a forged or stale one is a
-400 naming `cursor`, never an error from the database."""
+with exactly the key names of its listing and scalar values, so a forged or stale one is
+`CursorNotValid` (the API's 400 naming `cursor`), never an error from the database."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from scheduler_core.errors import InvalidRequest, field_error
-
-_NOT_OURS = "not a cursor this API returned for this listing; pass next_cursor back unchanged"
+from scheduler_core.ports import CursorNotValid
 
 
 def encode_cursor(key: Mapping[str, Any]) -> str:
@@ -23,18 +21,12 @@ def decode_cursor(cursor: str, key_names: Collection[str]) -> dict[str, Any]:
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise _invalid() from exc
+        raise CursorNotValid("not base64url JSON") from exc
     if not isinstance(key, dict) or set(key) != set(key_names):
-        raise _invalid()
+        raise CursorNotValid("not this listing's key")
     if not all(
         isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
         for value in key.values()
     ):
-        raise _invalid()
+        raise CursorNotValid("a key value that is not a string or an integer")
     return key
-
-
-def _invalid() -> InvalidRequest:
-    return InvalidRequest(
-        "cursor is not valid; pass the next_cursor of the previous page", [field_error("cursor", _NOT_OURS)]
-    )

@@ -7,18 +7,27 @@ Tenancy is enforced here: another tenant's job is indistinguishable from a missi
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from scheduler_core import keys
 from scheduler_core.clock import Clock
 from scheduler_core.dispatch import Dispatcher
-from scheduler_core.errors import Conflict, NotFound, SchedulerError, Unprocessable, field_error
+from scheduler_core.errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    SchedulerError,
+    Unprocessable,
+    field_error,
+)
 from scheduler_core.job_control import JobControl, JobControlStore
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.model import Job, JobCreate, JobPatch, JobStatus, Run, RunStatus, ScheduleSpec
 from scheduler_core.observability import logger
-from scheduler_core.ports import CreateOnce, KeyInUse, KeyReused, Page
+from scheduler_core.ports import CreateOnce, CursorNotValid, KeyInUse, KeyReused, Page
 from scheduler_core.schedule import NeverFires, NoFiringInWindow, first_fire_at
 from scheduler_core.target_access import TargetAccess
 
@@ -45,6 +54,22 @@ def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> dat
         raise Unprocessable(str(exc), [field_error("schedule.end_at", reason)]) from exc
     except NeverFires as exc:
         raise Unprocessable(str(exc), [field_error("schedule.cron", "matches no date")]) from exc
+
+
+@contextlib.contextmanager
+def _cursor_checked() -> Iterator[None]:
+    """A listing's cursor that is not one it handed out is the caller's mistake: a 400."""
+    try:
+        yield
+    except CursorNotValid as error:
+        raise InvalidRequest(
+            "cursor is not valid; pass the next_cursor of the previous page",
+            [
+                field_error(
+                    "cursor", f"not a cursor this listing returned ({error}); pass next_cursor back unchanged"
+                )
+            ],
+        ) from error
 
 
 class JobService:
@@ -168,7 +193,8 @@ class JobService:
         status: JobStatus | None,
         name_prefix: str | None = None,
     ) -> Page:
-        return self._store.list_jobs(tenant, limit, cursor, status, name_prefix)
+        with _cursor_checked():
+            return self._store.list_jobs(tenant, limit, cursor, status, name_prefix)
 
     def cancel(self, tenant: str, job_id: str) -> Job:
         """Cancel a job: it fires no more, and its runs not yet started are cancelled at once
@@ -200,7 +226,8 @@ class JobService:
         self, tenant: str, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None
     ) -> Page:
         self.get(tenant, job_id)
-        return self._store.list_runs(job_id, limit, cursor, status)
+        with _cursor_checked():
+            return self._store.list_runs(job_id, limit, cursor, status)
 
     def get_run(self, tenant: str, job_id: str, run_id: str) -> Run:
         self.get(tenant, job_id)

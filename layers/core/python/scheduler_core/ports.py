@@ -53,6 +53,11 @@ class SlotsChanged(Exception):
     read found them changed: read the job again and decide again."""
 
 
+class CursorNotValid(Exception):
+    """A listing's cursor that is not one it handed out: not decodable, another listing's, or
+    another tenant's or job's. The caller's mistake: say so and ask for `next_cursor` back."""
+
+
 class KeyReused(Exception):
     """An idempotency key sent again with another request than the one it was first sent with."""
 

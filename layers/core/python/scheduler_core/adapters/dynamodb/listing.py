@@ -20,9 +20,8 @@ from scheduler_core.adapters.dynamodb.table import (
 )
 from scheduler_core.clock import to_ms
 from scheduler_core.cursors import decode_cursor, encode_cursor
-from scheduler_core.errors import InvalidRequest, field_error
 from scheduler_core.model import JobStatus, Run, RunStatus
-from scheduler_core.ports import Page
+from scheduler_core.ports import CursorNotValid, Page
 
 if TYPE_CHECKING:
     pass
@@ -64,7 +63,7 @@ class ListingTable(TableAdapter):
 
         start = decode_cursor(cursor, ("pk", "sk", *self._index_keys(TENANT_INDEX))) if cursor else None
         if start is not None and start.get("tenant") != tenant:
-            raise InvalidRequest("cursor belongs to another listing", [field_error("cursor", "not yours")])
+            raise CursorNotValid("another tenant's")
         filtered = status is not None or name_prefix is not None
         items, resume_key = self._page(query, start, limit, keep=wanted if filtered else None)
         return Page(
@@ -77,9 +76,7 @@ class ListingTable(TableAdapter):
         see `_page` for what it costs)."""
         start = decode_cursor(cursor, ("pk", "sk")) if cursor else None
         if start is not None and start.get("pk") != keys.job_pk(job_id):
-            raise InvalidRequest(
-                "cursor belongs to another listing", [field_error("cursor", "not for this job")]
-            )
+            raise CursorNotValid("another job's")
         query: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
