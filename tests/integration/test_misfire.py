@@ -14,6 +14,7 @@ from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.clock import from_ms
 from scheduler_core.dispatch import PollReport
 from scheduler_core.model import Job, Priority, Run, RunStatus
+from scheduler_core.overlap import slots_as_read
 from scheduler_core.ports import Delivery
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -453,7 +454,13 @@ def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_qu
     assert job is not None
     assert first is not None
     owner = "a-slow-worker"
-    started = store.start_run_in_slot(first, job, clock.now(), clock.now() + timedelta(minutes=9), owner)
+    started = store.start_run_in_slot(
+        first,
+        slots_as_read(job, first.scheduled_for_ms),
+        clock.now(),
+        clock.now() + timedelta(minutes=9),
+        owner,
+    )
     assert started is not None  # a worker calling a slow target holds the slot
     cloud.deliver()  # 10:05's own message: a duplicate
     clock.move_to(t(10, 8, 30))
@@ -534,7 +541,7 @@ def test_two_slots_given_back_together_start_two_caught_up_runs(
         assert run is not None
         owners[run_ms] = f"worker-{run_ms}"
         assert store.start_run_in_slot(
-            run, job, clock.now(), clock.now() + timedelta(minutes=9), owners[run_ms]
+            run, slots_as_read(job, run_ms), clock.now(), clock.now() + timedelta(minutes=9), owners[run_ms]
         )
     sqs = cloud.clients.sqs()
     url = cloud.queue_url(Priority.NORMAL)

@@ -15,6 +15,7 @@ import pytest
 from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.execution import Outcome
 from scheduler_core.model import Priority, RunMessage, RunStatus
+from scheduler_core.overlap import slots_as_read
 from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -536,7 +537,9 @@ def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_comple
     job, waiting = store.get_job_and_run(job_id, int(at(1).timestamp() * 1000))
     assert job is not None
     assert waiting is not None
-    run = store.start_run_in_slot(waiting, job, now, now + timedelta(minutes=9), "worker-a")
+    run = store.start_run_in_slot(
+        waiting, slots_as_read(job, waiting.scheduled_for_ms), now, now + timedelta(minutes=9), "worker-a"
+    )
     assert run is not None
     assert run.holds_slot
     assert slots(cloud, job_id) == (1, None)

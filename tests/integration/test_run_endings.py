@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.model import RunMessage, RunStatus
+from scheduler_core.overlap import slots_as_read
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 
@@ -132,12 +133,27 @@ def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
     before_slot, manual_run = store.get_job_and_run(job["job_id"], manual_message.scheduled_for_ms)
     assert before_slot is not None
     assert manual_run is not None
-    assert store.start_run_in_slot(manual_run, before_slot, now, now + timedelta(minutes=9), "w") is not None
+    assert (
+        store.start_run_in_slot(
+            manual_run,
+            slots_as_read(before_slot, manual_run.scheduled_for_ms),
+            now,
+            now + timedelta(minutes=9),
+            "w",
+        )
+        is not None
+    )
     read = store.get_job(job["job_id"])  # as the worker of the one-off's run reads it: slot taken
     assert read is not None
     assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/pause").status == 200
 
-    assert store.skip_run_if_waiting(message, read, now, "every running slot is taken", complete_job=True)
+    assert store.skip_run_if_waiting(
+        message,
+        slots_as_read(read, message.scheduled_for_ms),
+        now,
+        "every running slot is taken",
+        complete_job=True,
+    )
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "SKIPPED"
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
 

@@ -3,13 +3,31 @@ policy, the slots taken and the run waiting for one. Pure."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.model import ConcurrencyPolicy, JobCreate, JobPatch, Overlap
-from scheduler_core.overlap import Admission, admit, skip_reason, waits_behind_another
+from scheduler_core.model import (
+    ConcurrencyPolicy,
+    Job,
+    JobCreate,
+    JobPatch,
+    JobStatus,
+    Overlap,
+    Priority,
+    RetryPolicy,
+    ScheduleSpec,
+)
+from scheduler_core.overlap import (
+    Admission,
+    SlotsAsRead,
+    admit,
+    skip_reason,
+    slots_as_read,
+    waits_behind_another,
+)
 
 ME = 1_000
 OTHER = 2_000
@@ -168,3 +186,48 @@ def test_a_patch_may_not_null_the_policy() -> None:
     with pytest.raises(ValidationError) as caught:
         JobPatch.model_validate({"concurrency": None})
     assert [error["loc"] for error in caught.value.errors()] == [("concurrency",)]
+
+
+def job_with(concurrency: ConcurrencyPolicy, running: int, buffered: int | None, queue: list[int]) -> Job:
+    when = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
+    return Job(
+        job_id="job-1",
+        tenant="alice",
+        name="n",
+        status=JobStatus.SCHEDULED,
+        schedule=ScheduleSpec(cron="* * * * *"),
+        target={"type": "HTTP", "url": "https://example.com/"},
+        priority=Priority.NORMAL,
+        retry=RetryPolicy(),
+        next_fire_at=when,
+        concurrency=concurrency,
+        created_at=when,
+        updated_at=when,
+        version=7,
+        running_count=running,
+        buffered_run_ms=buffered,
+        catch_up_queue_ms=queue,
+    )
+
+
+def test_the_slots_a_write_relies_on_carry_the_policy_s_decisions_not_the_policy() -> None:
+    """The store conditions its writes on `SlotsAsRead` alone: which run goes first is decided
+    here, from the policy."""
+    buffer_one = job_with(policy("BUFFER_ONE", 2), running=2, buffered=500, queue=[300, 400])
+    assert slots_as_read(buffer_one, 600) == SlotsAsRead(
+        version=7,
+        max_running=2,
+        running=2,
+        buffered_run_ms=500,
+        waits_behind=500,  # another run waits for a slot: it goes first
+        buffered_goes_first=True,
+        catch_up_front_ms=300,
+    )
+    assert slots_as_read(buffer_one, 500).waits_behind is None  # the buffered run itself
+    skip = slots_as_read(job_with(policy("SKIP", 1), running=1, buffered=None, queue=[]), 600)
+    assert (skip.waits_behind, skip.buffered_goes_first, skip.catch_up_front_ms) == (None, False, None)
+
+
+def test_allow_has_no_slots_to_read() -> None:
+    with pytest.raises(AssertionError):
+        slots_as_read(job_with(policy("ALLOW"), running=0, buffered=None, queue=[]), 600)

@@ -40,7 +40,14 @@ from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
 from scheduler_core.misfire import MisfirePolicy
 from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
-from scheduler_core.overlap import Admission, admit, queues_when_caught_up, skip_reason, waits_behind_another
+from scheduler_core.overlap import (
+    Admission,
+    admit,
+    queues_when_caught_up,
+    skip_reason,
+    slots_as_read,
+    waits_behind_another,
+)
 from scheduler_core.ports import (
     Delivery,
     MessageLease,
@@ -261,7 +268,8 @@ class RunExecutor:
             admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
             try:
                 if admission is Admission.START:
-                    run = self._store.start_run_in_slot(waiting, job, now, lease_until, owner, timer)
+                    slots = slots_as_read(job, me)
+                    run = self._store.start_run_in_slot(waiting, slots, now, lease_until, owner, timer)
                     if run is None:
                         fresh = self._store.get_run(message.job_id, me)
                         if fresh is None or not _waits_for(fresh, message):
@@ -310,7 +318,8 @@ class RunExecutor:
         return Outcome.WAITING_TURN
 
     def _rejoin(self, job: Job, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
-        if not self._store.rejoin_catch_up_queue(message, job, self._lifecycle.turn_timer(now)):
+        slots = slots_as_read(job, message.scheduled_for_ms)
+        if not self._store.rejoin_catch_up_queue(message, slots, self._lifecycle.turn_timer(now)):
             return _duplicate(context)
         logger.info("caught-up run back at the front of the catch-up queue", extra=context)
         return Outcome.WAITING_TURN
@@ -329,7 +338,8 @@ class RunExecutor:
         self, job: Job, message: RunMessage, due: datetime, now: datetime, context: dict[str, object]
     ) -> Outcome:
         # Its timer: if no slot's release sends its message first, the poller does then.
-        if not self._store.buffer_run_if_waiting(message, job, self._lifecycle.sent_timer(due, now)):
+        slots = slots_as_read(job, message.scheduled_for_ms)
+        if not self._store.buffer_run_if_waiting(message, slots, self._lifecycle.sent_timer(due, now)):
             return _duplicate(context)
         logger.info("run waits for a running slot (overlap BUFFER_ONE)", extra=context)
         metrics.add_metric(name="RunsBuffered", unit="Count", value=1)
@@ -343,7 +353,8 @@ class RunExecutor:
         )
         # Perhaps the job's last run: then skipping it completes the job.
         complete = job.status is JobStatus.SCHEDULED and job.next_fire_at is None and is_last(job, run)
-        if not self._store.skip_run_if_waiting(message, job, now, reason, complete):
+        slots = slots_as_read(job, message.scheduled_for_ms)
+        if not self._store.skip_run_if_waiting(message, slots, now, reason, complete):
             return _duplicate(context)
         logger.info(RUN_FINISHED, extra=context | {"status": "SKIPPED", "error": reason})
         metrics.add_metric(name="RunsSkipped", unit="Count", value=1)

@@ -21,6 +21,7 @@ again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from scheduler_core.misfire import MisfirePolicy
@@ -44,6 +45,41 @@ def queues_when_caught_up(job: Job) -> bool:
 def waits_behind_another(policy: ConcurrencyPolicy, buffered_run_ms: int | None, run_ms: int) -> bool:
     """Whether another run of a BUFFER_ONE job already waits for a slot: it goes first."""
     return policy.overlap is Overlap.BUFFER_ONE and buffered_run_ms not in (None, run_ms)
+
+
+@dataclass(frozen=True)
+class SlotsAsRead:
+    """A job's running slots as the worker read them, for one run's admission: what a write
+    conditioned on them (`ports.RunningSlots`) must still find. The policy is read here; the
+    store only turns these into conditions."""
+
+    version: int
+    max_running: int
+    running: int
+    buffered_run_ms: int | None
+    # The run buffered for a slot that this run waits behind (BUFFER_ONE: it goes first).
+    waits_behind: int | None
+    # BUFFER_ONE: a start must find no run but itself buffered for a slot.
+    buffered_goes_first: bool
+    # The first of the job's catch-up queue, if any.
+    catch_up_front_ms: int | None
+
+
+def slots_as_read(job: Job, run_ms: int) -> SlotsAsRead:
+    """`job`'s running slots as read, for the admission of its run at `run_ms`."""
+    policy = job.concurrency
+    assert policy.overlap is not Overlap.ALLOW, "ALLOW counts no slots"
+    assert policy.max_running is not None
+    behind = waits_behind_another(policy, job.buffered_run_ms, run_ms)
+    return SlotsAsRead(
+        version=job.version,
+        max_running=policy.max_running,
+        running=job.running_count,
+        buffered_run_ms=job.buffered_run_ms,
+        waits_behind=job.buffered_run_ms if behind else None,
+        buffered_goes_first=policy.overlap is Overlap.BUFFER_ONE,
+        catch_up_front_ms=job.catch_up_queue_ms[0] if job.catch_up_queue_ms else None,
+    )
 
 
 def admit(

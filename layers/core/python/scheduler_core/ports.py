@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler_core.model import DeadLetter, Job, JobStatus, Run, RunStatus
+from scheduler_core.overlap import SlotsAsRead
 
 
 @dataclass(frozen=True)
@@ -207,20 +208,20 @@ class RunningSlots(Protocol):
     def start_run_in_slot(
         self,
         run: Run,
-        job: Job,
+        slots: SlotsAsRead,
         now: datetime,
         lease_until: datetime,
         owner: str,
         timer: datetime | None = None,
     ) -> Run | None: ...
 
-    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
+    def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool: ...
 
     def skip_run_if_waiting(
-        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+        self, run: RunRef, slots: SlotsAsRead, now: datetime, reason: str, complete_job: bool = False
     ) -> bool: ...
 
-    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool: ...
+    def rejoin_catch_up_queue(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool: ...
 
     def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool: ...
 

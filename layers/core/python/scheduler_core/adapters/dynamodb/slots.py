@@ -5,7 +5,7 @@ conditioned on the job's slots as the service read them (see `overlap`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scheduler_core import run_state
 from scheduler_core.adapters.dynamodb.codec import (
@@ -21,26 +21,16 @@ from scheduler_core.adapters.dynamodb.expressions import (
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Job, Overlap, Run, RunStatus
-from scheduler_core.overlap import waits_behind_another
+from scheduler_core.model import Run, RunStatus
+from scheduler_core.overlap import SlotsAsRead
 from scheduler_core.ports import RunRef
-
-if TYPE_CHECKING:
-    pass
 
 
 class SlotsTable(TransactionalWrites):
-    @staticmethod
-    def _max_running(job: Job) -> int:
-        limit = job.concurrency.max_running
-        assert job.concurrency.overlap is not Overlap.ALLOW, "ALLOW counts no slots"
-        assert limit is not None
-        return limit
-
     def start_run_in_slot(
         self,
         run: Run,
-        job: Job,
+        slots: SlotsAsRead,
         now: datetime,
         lease_until: datetime,
         owner: str,
@@ -48,8 +38,8 @@ class SlotsTable(TransactionalWrites):
     ) -> Run | None:
         """`start_run_if_waiting` for `run` as read, taking one of the job's running slots in
         the same transaction: if the job is still at the version read (not paused, cancelled
-        or changed since) and fewer than `concurrency.max_running` slots are taken and, under
-        BUFFER_ONE, no other run waits for one. The job's buffered run gives up its place as
+        or changed since) and fewer than `slots.max_running` are taken and, when a buffered
+        run goes first (BUFFER_ONE), no other run waits for one. The job's buffered run gives up its place as
         it starts. The run as started (no read after the write); None when the run is not as
         read (a duplicate or stale message, or a late success recorded on it since);
         SlotsChanged when the job is no longer as read."""
@@ -75,17 +65,17 @@ class SlotsTable(TransactionalWrites):
         slot_values: dict[str, Any] = {
             "zero": 0,
             "one": 1,
-            "max": self._max_running(job),
-            "version": job.version,
+            "max": slots.max_running,
+            "version": slots.version,
         }
         removes = []
-        if job.buffered_run_ms == me:
+        if slots.buffered_run_ms == me:
             conditions.append("buffered_run_ms = :me")
             slot_values["me"] = me
             removes.append("buffered_run_ms")
-        elif job.concurrency.overlap is Overlap.BUFFER_ONE:
+        elif slots.buffered_goes_first:
             conditions.append("attribute_not_exists(buffered_run_ms)")
-        if job.catch_up_queue_ms[:1] == [me]:  # its turn: it leaves the queue as it starts
+        if slots.catch_up_front_ms == me:  # its turn: it leaves the queue as it starts
             conditions.append(f"{CATCH_UP_QUEUE}[0] = :me")
             slot_values["me"] = me
             removes.append(f"{CATCH_UP_QUEUE}[0]")
@@ -95,9 +85,9 @@ class SlotsTable(TransactionalWrites):
         started = {"status": RunStatus.RUNNING, "started_at": now, "lease_until": lease_until}
         return run.model_copy(update=started | {"holds_slot": True, "due_at": timer or run.due_at})
 
-    def buffer_run_if_waiting(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+    def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
         """Make the waiting run the job's buffered run (BUFFER_ONE): the one that starts when a
-        slot is given back. Only while every slot is taken and no other run waits (as `job`
+        slot is given back. Only while every slot is taken and no other run waits (as `slots`
         was read). Its timer moves to `due_at`: if no slot's release sends its message by
         then, the poller does. False for a duplicate or stale message; SlotsChanged when
         the job's slots are no longer as read."""
@@ -115,15 +105,15 @@ class SlotsTable(TransactionalWrites):
             "(attribute_not_exists(buffered_run_ms) OR buffered_run_ms = :me)",
         ]
         job_write = self._job_write(
-            run.job_id, ["buffered_run_ms = :me"], [], conditions, {"max": self._max_running(job), "me": me}
+            run.job_id, ["buffered_run_ms = :me"], [], conditions, {"max": slots.max_running, "me": me}
         )
         return self._admit(request, job_write)
 
     def skip_run_if_waiting(
-        self, run: RunRef, job: Job, now: datetime, reason: str, complete_job: bool = False
+        self, run: RunRef, slots: SlotsAsRead, now: datetime, reason: str, complete_job: bool = False
     ) -> bool:
         """PENDING/RETRYING → SKIPPED (`reason` as its error; the target is not called) while
-        the job's slots are as `job` was read: every one taken, or (BUFFER_ONE) another run
+        the job's slots are as read (`slots`): every one taken, or (BUFFER_ONE) another run
         waiting for one. The job's buffered run, skipped, gives up its place. `complete_job`:
         this was the job's last run; the job completes in the same transaction. False for a
         duplicate or stale message; SlotsChanged when the job's slots are no longer as read."""
@@ -147,15 +137,15 @@ class SlotsTable(TransactionalWrites):
         slot_values: dict[str, Any] = {}
         # With nothing to change on the job, an attribute the conditions hold is rewritten as
         # it is: an update, not a ConditionCheck, which would need one more IAM action.
-        if waits_behind_another(job.concurrency, job.buffered_run_ms, me):
+        if slots.waits_behind is not None:
             conditions = ["buffered_run_ms = :other"]
-            slot_values["other"] = job.buffered_run_ms
+            slot_values["other"] = slots.waits_behind
             unchanged = "buffered_run_ms = buffered_run_ms"
         else:
             conditions = ["running_count >= :max"]
             unchanged = "running_count = running_count"
-            slot_values["max"] = self._max_running(job)
-            if job.buffered_run_ms == me:
+            slot_values["max"] = slots.max_running
+            if slots.buffered_run_ms == me:
                 conditions.append("buffered_run_ms = :me")
                 slot_values["me"] = me
                 removes.append("buffered_run_ms")
@@ -173,22 +163,22 @@ class SlotsTable(TransactionalWrites):
             sets.append(unchanged)
         return self._admit(request, self._job_write(run.job_id, sets, removes, conditions, slot_values))
 
-    def rejoin_catch_up_queue(self, run: RunRef, job: Job, due_at: datetime) -> bool:
+    def rejoin_catch_up_queue(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
         """A caught-up run that left the catch-up queue at an earlier start (it is retrying, or
         was set aside by a pause) and finds no running slot free takes the queue's front again,
-        so the next slot given back is its turn. Only while the job's slots are as `job` was
-        read (every one taken, or a run buffered for one): the release it then waits for
+        so the next slot given back is its turn. Only while the job's slots are as read
+        (`slots`: every one taken, or a run buffered for one): the release it then waits for
         wakes it. Its timer moves to `due_at`. False for a duplicate or stale message;
         SlotsChanged when the job's slots are no longer as read."""
         me = run.scheduled_for_ms
         request = self._run_update(*self._waiting_timer_update(run, due_at))
         values: dict[str, Any] = {"queued": [me], "no_runs": []}
-        if job.running_count >= self._max_running(job):
+        if slots.running >= slots.max_running:
             conditions = ["running_count >= :max"]
-            values["max"] = self._max_running(job)
+            values["max"] = slots.max_running
         else:  # a run buffered for a slot (BUFFER_ONE) goes first
             conditions = ["buffered_run_ms = :other"]
-            values["other"] = job.buffered_run_ms
+            values["other"] = slots.buffered_run_ms
         sets = [f"{CATCH_UP_QUEUE} = list_append(:queued, if_not_exists({CATCH_UP_QUEUE}, :no_runs))"]
         return self._admit(request, self._job_write(run.job_id, sets, [], conditions, values))
 
