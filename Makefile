@@ -7,6 +7,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEPS_LAYER := layers/deps/python/.built
 PYTEST_ARGS ?=
+# `make test` runs pytest on this many xdist workers; the local cloud's tests (e2e) and the
+# CDK syntheses (infra) each stay on one worker (tests/conftest.py). One worker more than
+# this machine's 2 cores: the e2e tests mostly wait on the clock (a cron job's two minute
+# marks alone take 45 s). PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= 3
 
 .PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean
 
@@ -28,7 +33,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: install
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)

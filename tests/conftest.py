@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 _TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -43,3 +45,17 @@ def _serialize_in_process_moto() -> None:
 
 
 _serialize_in_process_moto()
+
+
+# Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`), tests that share an
+# expensive session- or package-scoped fixture run on one worker, so it is built once: the
+# local cloud (e2e) and the CDK syntheses (infra). Everything else is spread over the workers.
+_GROUPS = {"e2e": "local-cloud", "infra": "synth"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.nodeid.split("/")
+        group = _GROUPS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
