@@ -24,7 +24,11 @@ from scheduler_core.adapters.dynamodb import DUE_INDEX
 from scheduler_core.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.clock import SystemClock, from_ms, to_ms
 from scheduler_core.composition import build_dispatcher, build_store
-from scheduler_core.model import HttpTarget, Job, JobStatus, Priority, RetryPolicy, ScheduleSpec
+from scheduler_core.entities import Job
+from scheduler_core.policies import RetryPolicy
+from scheduler_core.schedule import ScheduleSpec
+from scheduler_core.target_spec import HttpTarget
+from scheduler_core.vocabulary import JobStatus, Priority
 
 SHARD = 0
 TENANT = "arn:aws:iam::123456789012:user/bench"

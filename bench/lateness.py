@@ -35,7 +35,7 @@ from bench.report import percentile, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from scheduler_core import keys
 from scheduler_core.clock import from_ms, to_ms
-from scheduler_core.model import iso_or_none
+from scheduler_core.entities import iso_or_none
 
 CREATE_THREADS = 8
 CREATE_TIMEOUT_SECONDS = 30

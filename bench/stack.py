@@ -24,8 +24,8 @@ from infra.local.deployment import (
     synthesize,
 )
 from scheduler_core.aws import RETRY_CONFIG
-from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
+from scheduler_core.vocabulary import Priority
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ from bench.capacity.kernel import Sim
 from bench.capacity.latency import COLD_START, DELAYED_PICKUP_MAX_SECONDS, LONG_POLL_SECONDS, WARM_INVOKE
 from scheduler_core.aws import AwsClients
 from scheduler_core.execution import RunExecutor, RunNotDueYet
-from scheduler_core.model import RunMessage
+from scheduler_core.messages import RunMessage
 from scheduler_core.queues import SqsMessageLease
 
 ACCOUNT_CONCURRENCY = 1_000

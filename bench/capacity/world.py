@@ -29,9 +29,9 @@ from scheduler_core.composition import build_dispatcher, build_job_service, buil
 from scheduler_core.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.execution import RunExecutor
 from scheduler_core.jobs import JobService
-from scheduler_core.model import Priority
 from scheduler_core.observability import logger, metrics
 from scheduler_core.settings import Settings
+from scheduler_core.vocabulary import Priority
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
 TARGET_URL = "https://target.example.com/hook"

@@ -17,14 +17,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
+from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.composition import default_job_service
 from scheduler_core.errors import InvalidRequest, PayloadTooLarge, SchedulerError, field_error
 from scheduler_core.jobs import JobService
-from scheduler_core.model import TARGET_TYPES, JobCreate, JobPatch, JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import settings_from_env
+from scheduler_core.target_spec import TARGET_TYPES
 from scheduler_core.tenancy import tenant_of
+from scheduler_core.vocabulary import JobStatus, RunStatus
 
 API_TITLE = "serverless-scheduler"
 API_VERSION = "1.0.0"

@@ -19,10 +19,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from scheduler_core.composition import default_clients, default_run_executor
 from scheduler_core.execution import Outcome, RunExecutor, RunNotDueYet
-from scheduler_core.model import Priority, RunMessage
+from scheduler_core.messages import RunMessage
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.queues import SqsMessageLease, queue_url_for_arn
 from scheduler_core.settings import settings_from_env
+from scheduler_core.vocabulary import Priority
 
 MAX_BATCH = 10  # SQS's largest batch for a standard queue without a batching window
 

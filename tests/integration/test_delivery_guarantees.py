@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from functions.worker.handler import handler as worker_handler
 from scheduler_core.adapters.dynamodb import DynamoJobStore
+from scheduler_core.api_shapes import JobCreate
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from scheduler_core.composition import (
@@ -42,12 +43,14 @@ from scheduler_core.composition import (
     build_targets,
 )
 from scheduler_core.dispatch import CONTENTION_PAUSES_MS
+from scheduler_core.entities import Run
 from scheduler_core.execution import END_WRITE_PAUSES, Outcome, RunExecutor
-from scheduler_core.messages import run_message
-from scheduler_core.model import DeadLetter, JobCreate, Priority, RetryPolicy, Run, RunMessage, RunStatus
+from scheduler_core.messages import DeadLetter, RunMessage, run_message
+from scheduler_core.policies import RetryPolicy
 from scheduler_core.ports import StoreContention
 from scheduler_core.retry import backoff
 from scheduler_core.settings import Settings, settings_from_env
+from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources

@@ -24,10 +24,12 @@ from moto import mock_aws
 from scheduler_core import keys
 from scheduler_core.aws import AwsClients
 from scheduler_core.composition import build_dispatcher
+from scheduler_core.entities import Run
 from scheduler_core.execution import RunNotDueYet
-from scheduler_core.messages import run_message
-from scheduler_core.model import DeadLetter, Priority, RetryPolicy, Run, RunMessage, RunStatus
+from scheduler_core.messages import DeadLetter, RunMessage, run_message
+from scheduler_core.policies import RetryPolicy
 from scheduler_core.settings import settings_from_env
+from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver

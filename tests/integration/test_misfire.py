@@ -13,9 +13,10 @@ import pytest
 from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.clock import from_ms
 from scheduler_core.dispatch import PollReport
-from scheduler_core.model import Job, Priority, Run, RunStatus
+from scheduler_core.entities import Job, Run
 from scheduler_core.overlap import slots_as_read
 from scheduler_core.ports import Delivery
+from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

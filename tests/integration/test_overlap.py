@@ -14,8 +14,9 @@ import pytest
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.execution import Outcome
-from scheduler_core.model import Priority, RunMessage, RunStatus
+from scheduler_core.messages import RunMessage
 from scheduler_core.overlap import slots_as_read
+from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver

@@ -10,7 +10,7 @@ from scheduler_core import keys
 from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
-from scheduler_core.model import Priority
+from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -7,8 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.model import RunMessage, RunStatus
+from scheduler_core.messages import RunMessage
 from scheduler_core.overlap import slots_as_read
+from scheduler_core.vocabulary import RunStatus
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.model import Priority, ScheduleSpec
-from scheduler_core.schedule import jittered
+from scheduler_core.schedule import ScheduleSpec, jittered
+from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -17,8 +17,8 @@ from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
 from scheduler_core.dispatch import PollReport
-from scheduler_core.model import Priority
 from scheduler_core.settings import Settings
+from scheduler_core.vocabulary import Priority
 from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
 
 JOBS_TABLE = "jobs"

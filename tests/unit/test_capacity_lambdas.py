@@ -6,7 +6,8 @@ from typing import Any
 
 from bench.capacity.lambdas import EventSourceMapping, Function, provisioned
 from bench.capacity.world import World
-from scheduler_core.model import Priority, RunMessage
+from scheduler_core.messages import RunMessage
+from scheduler_core.vocabulary import Priority
 
 
 class SlowExecutor:

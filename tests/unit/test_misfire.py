@@ -10,30 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import to_ms
+from scheduler_core.entities import Job, Run
 from scheduler_core.job_control import ResumePlan, plan_resume
 from scheduler_core.misfire import (
     MAX_CATCH_UP_RUNS,
     TOLERANCE,
-    MisfirePolicy,
     due_firings,
     firings_to_run,
     is_misfire,
     select,
 )
-from scheduler_core.model import (
-    Job,
-    JobCreate,
-    JobPatch,
-    JobStatus,
-    Priority,
-    RetryPolicy,
-    Run,
-    RunStatus,
-    ScheduleSpec,
-    Trigger,
-)
-from scheduler_core.schedule import next_fire_after
+from scheduler_core.policies import RetryPolicy
+from scheduler_core.schedule import ScheduleSpec, next_fire_after
+from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
 
 FIRE_ONCE, SKIP, CATCH_UP = MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP, MisfirePolicy.CATCH_UP
 HOUR = timedelta(hours=1)

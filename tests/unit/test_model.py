@@ -10,22 +10,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.model import (
-    TARGET_TYPES,
-    HttpTarget,
-    Job,
-    JobCreate,
-    JobStatus,
-    Priority,
-    RetryPolicy,
-    Run,
-    RunMessage,
-    RunStatus,
-    ScheduleSpec,
-    SqsTarget,
-    Trigger,
-    iso_or_none,
-)
+from scheduler_core.api_shapes import JobCreate
+from scheduler_core.entities import Job, Run, iso_or_none
+from scheduler_core.messages import RunMessage
+from scheduler_core.policies import RetryPolicy
+from scheduler_core.schedule import ScheduleSpec
+from scheduler_core.target_spec import TARGET_TYPES, HttpTarget, SqsTarget
+from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
 
 
 def job_body(**overrides: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_core.model import RetryPolicy
+from scheduler_core.policies import RetryPolicy
 from scheduler_core.retry import MIN_BACKOFF, attempts_left, backoff, backoff_ceiling
 
 POLICY = RetryPolicy(max_attempts=3, backoff_seconds=10, max_backoff_seconds=3600)

@@ -9,8 +9,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from scheduler_core.errors import InvalidRequest
-from scheduler_core.model import Target
 from scheduler_core.target_access import TargetAccess, arn_matches, queue_address
+from scheduler_core.target_spec import Target
 
 ACCOUNT = "123456789012"
 OTHER_ACCOUNT = "111122223333"

@@ -14,7 +14,6 @@ from scheduler_core.execution import RunExecutor
 from scheduler_core.idempotency import IdempotentCreates
 from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
-from scheduler_core.model import Priority
 from scheduler_core.parallel import Runner, Threads
 from scheduler_core.ports import CreateOnce, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
@@ -22,6 +21,7 @@ from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.target_access import TargetAccess
 from scheduler_core.targets import TargetDispatcher
+from scheduler_core.vocabulary import Priority
 
 
 def build_store(settings: Settings, clients: AwsClients, due_page: int = DUE_PAGE) -> DynamoJobStore:

@@ -25,14 +25,15 @@ from typing import Protocol
 from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
 from scheduler_core.contention import through_contention
+from scheduler_core.entities import Job, Run, iso_or_none
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.misfire import MisfirePolicy
-from scheduler_core.model import Job, JobStatus, Priority, Run, RunStatus, Trigger, iso_or_none
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.parallel import InOrder, Runner
 from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
-from scheduler_core.schedule import NeverFires, jittered, next_fire_after
+from scheduler_core.schedule import jittered, next_fire_after
+from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
+from scheduler_core.wallclock import NeverFires
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)

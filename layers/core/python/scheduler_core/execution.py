@@ -35,10 +35,10 @@ from enum import StrEnum
 
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.contention import through_contention
+from scheduler_core.entities import Job, Run
 from scheduler_core.heartbeat import heartbeat
 from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
-from scheduler_core.misfire import MisfirePolicy
-from scheduler_core.model import Job, JobStatus, Overlap, Run, RunMessage, RunStatus, Trigger
+from scheduler_core.messages import RunMessage
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import (
     Admission,
@@ -56,6 +56,7 @@ from scheduler_core.ports import (
     TargetInvoker,
 )
 from scheduler_core.run_state import WAITING
+from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
 # throttled (16 s in all): given up, the run's next attempt would call the target again.

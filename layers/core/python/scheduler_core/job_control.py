@@ -32,25 +32,17 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from scheduler_core import keys, misfire, run_state
+from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.dispatch import Dispatcher, following_firing
+from scheduler_core.entities import Job, Run, iso_or_none
 from scheduler_core.errors import Conflict, PreconditionFailed
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.misfire import MisfirePolicy
-from scheduler_core.model import (
-    Job,
-    JobCreate,
-    JobPatch,
-    JobStatus,
-    Run,
-    RunStatus,
-    ScheduleSpec,
-    Trigger,
-    iso_or_none,
-)
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.ports import JobRecords, Listing, RunRecords, RunTransitions
+from scheduler_core.schedule import ScheduleSpec
+from scheduler_core.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
 
 # How often a change is read and applied again when a claim (or another change) won the race.
 CHANGE_TRIES = 3

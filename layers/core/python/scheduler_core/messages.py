@@ -5,12 +5,47 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
 
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Run, RunMessage
+from scheduler_core.entities import Run
+from scheduler_core.strict import StrictModel
 
 MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
 BATCH_SIZE = 10  # SQS's ceiling for a batch: send, receive, delete, change visibility
+
+
+class RunMessage(StrictModel):
+    """What a priority queue carries: a pointer to a run, never the job itself."""
+
+    job_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+    scheduled_for_ms: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    # A retry's own time (epoch ms), or a jittered first attempt's, later than the scheduled
+    # time; absent for an attempt due at the scheduled time.
+    not_before_ms: int | None = Field(None, ge=0)
+
+    @property
+    def due_ms(self) -> int:
+        return max(self.scheduled_for_ms, self.not_before_ms or 0)
+
+
+class DeadLetter(StrictModel):
+    """What the DLQ carries for a run whose attempts are spent (poison messages reach the
+    DLQ as they are, through the queues' redrive policy)."""
+
+    kind: Literal["RUN_FAILED"] = "RUN_FAILED"
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    attempts: int
+    last_error: str | None
+    response_code: int | None = None
+    failed_at: str
+    message: RunMessage
 
 
 def delay_seconds(fire_at: datetime, now: datetime, lead_seconds: int = 0) -> int:

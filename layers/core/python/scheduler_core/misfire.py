@@ -20,27 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from scheduler_core.schedule import latest_fire_at_or_before
-
-if TYPE_CHECKING:
-    from scheduler_core.model import ScheduleSpec
-
-
-class MisfirePolicy(StrEnum):
-    FIRE_ONCE = "FIRE_ONCE"
-    SKIP = "SKIP"
-    CATCH_UP = "CATCH_UP"
-
+from scheduler_core.schedule import ScheduleSpec, latest_fire_at_or_before
+from scheduler_core.vocabulary import MisfirePolicy
 
 # How far in the past a firing may be when it is claimed and still count as on time (the
 # same skew a create allows an `at` in the past).
 TOLERANCE = timedelta(seconds=60)
-DEFAULT_CATCH_UP_WINDOW_SECONDS = 3_600
-MIN_CATCH_UP_WINDOW_SECONDS = 60
-MAX_CATCH_UP_WINDOW_SECONDS = 7 * 86_400
 # The most missed firings one catch-up runs: the newest ones in the window.
 MAX_CATCH_UP_RUNS = 100
 

@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler_core.misfire import MisfirePolicy
-from scheduler_core.model import ConcurrencyPolicy, Job, Overlap
+from scheduler_core.entities import Job
+from scheduler_core.policies import ConcurrencyPolicy
+from scheduler_core.vocabulary import MisfirePolicy, Overlap
 
 
 class Admission(StrEnum):

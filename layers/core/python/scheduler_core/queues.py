@@ -11,10 +11,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
-from scheduler_core.messages import BATCH_SIZE, delay_seconds, run_message
-from scheduler_core.model import DeadLetter, Priority, Run
+from scheduler_core.entities import Run
+from scheduler_core.messages import BATCH_SIZE, DeadLetter, delay_seconds, run_message
 from scheduler_core.observability import logger
 from scheduler_core.ports import DeadLetterMessage
+from scheduler_core.vocabulary import Priority
 
 
 class SqsRunQueue:

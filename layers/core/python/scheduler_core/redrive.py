@@ -31,8 +31,7 @@ from pydantic import ValidationError
 
 from scheduler_core import run_state
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.messages import BATCH_SIZE
-from scheduler_core.model import DeadLetter, JobStatus, RunMessage, RunStatus
+from scheduler_core.messages import BATCH_SIZE, DeadLetter, RunMessage
 from scheduler_core.observability import logger
 from scheduler_core.ports import (
     DeadLetterMessage,
@@ -42,6 +41,7 @@ from scheduler_core.ports import (
     RunRecords,
     StoreContention,
 )
+from scheduler_core.vocabulary import JobStatus, RunStatus
 
 
 class RedriveStore(JobRecords, RunRecords, Protocol):

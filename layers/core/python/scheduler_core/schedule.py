@@ -1,245 +1,169 @@
-"""Schedule math: when a job fires next. Pure: croniter, zoneinfo and datetimes, no AWS.
+"""A job's schedule (`ScheduleSpec`, validated as the API receives it) and when it fires:
+next, latest, first, and jittered. Pure: the wall-clock math is `wallclock`'s.
 
 All instants are aware UTC datetimes. `next_fire_after(..., after)` is strictly after
 `after`, so claiming a firing and asking for the next one never yields the same instant.
-
-Time zones (`schedule.timezone`, an IANA name). A cron is matched against the wall clock
-of its zone, and so is an `at`, `start_at` or `end_at` written without an offset. Wall
-times that daylight saving time skips or repeats follow two rules:
-- a wall time skipped by spring-forward fires once, at the first valid instant after it
-  (02:30 on the night Europe/Berlin jumps from 02:00 to 03:00 fires at 03:00 local);
-- a wall time repeated by fall-back fires once, at its first occurrence.
-Except for a cron whose hour field is `*` (every hour, every n minutes): it describes a
-frequency, not a time of day, so it keeps to real time instead. It fires in both passes
-of a repeated hour (`0 * * * *` stays hourly: 02:00 summer time, 02:00 winter time,
-03:00), and the firings of a skipped hour do not happen (moving them to the jump would
-bunch them up with the next hour's).
-
-croniter's own time zone support does not follow these rules (it fires a daily 02:30
-twice on the fall-back night), so croniter only walks naive wall times here and the
-mapping to instants is done below.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from datetime import UTC, datetime, timedelta, tzinfo
-from functools import lru_cache
-from itertools import pairwise
-from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo, available_timezones
+from datetime import UTC, datetime, timedelta
 
-from croniter import CroniterBadDateError, croniter
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-if TYPE_CHECKING:
-    from scheduler_core.model import ScheduleSpec
+from scheduler_core import wallclock
+from scheduler_core.strict import StrictModel
+from scheduler_core.vocabulary import MAX_JITTER_SECONDS
+from scheduler_core.wallclock import (
+    NoFiringInWindow,
+    latest_cron_at_or_before,
+    next_cron_after,
+    next_rate_after,
+    parse_rate,
+    zone,
+)
 
-_RATE = re.compile(r"^\s*([0-9]+)\s+(minute|minutes|hour|hours|day|days)\s*$")
-_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
-MAX_RATE = timedelta(days=366)
-# croniter's own extensions that are not cron: R (random) re-rolls on every evaluation, so
-# a daily job would fire at a different time each time it is computed; H (hash) likewise.
-_NON_STANDARD = re.compile(r"\b[RH]\b")
-# Names in the time zone database that are not places: the host's own zone, a placeholder.
-_NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
-# Cron candidates examined for one answer before giving up (a DST night needs about 120).
-_MAX_STEPS = 5_000
 _MS = timedelta(milliseconds=1)
-# Where the gaps between a cron's firings are measured from (see `smallest_cron_gap`): a
-# fixed wall time, so a stored job validates the same way whenever it is read.
-_GAP_REFERENCE = datetime(2000, 1, 1)
-_GAP_FIRINGS = 16
 
 
-class NeverFires(ValueError):
-    """The schedule is well formed but has no firing left (e.g. `0 0 30 2 *`)."""
-
-
-class NoFiringInWindow(NeverFires):
-    """The schedule fires, but not between now (or `start_at`) and `end_at`."""
-
-
-# --- time zones -------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def _zone_names() -> frozenset[str]:
-    return frozenset(available_timezones()) - _NOT_ZONES
-
-
-@lru_cache(maxsize=512)
-def zone(name: str) -> tzinfo:
-    """The time zone called `name` (IANA, e.g. "Europe/Berlin"); ValueError if unknown."""
-    if name == "UTC":
-        return UTC  # the default needs no time zone database
-    if name not in _zone_names():
-        raise ValueError(f"unknown time zone {name!r}; give an IANA name such as 'Europe/Berlin'")
-    return ZoneInfo(name)
-
-
-def _resolve(wall: datetime, tz: tzinfo) -> tuple[datetime, datetime | None, bool]:
-    """The instants of a naive wall time in `tz`: (first, second, skipped).
-
-    `second` is the fall-back repeat of a repeated wall time (else None); `skipped` says the
-    wall time does not exist, and then `first` is the first valid instant after it (the
-    moment of the jump)."""
-    if tz is UTC:
-        return wall.replace(tzinfo=UTC), None, False
-    early = wall.replace(tzinfo=tz, fold=0)
-    late = wall.replace(tzinfo=tz, fold=1)
-    first = early.astimezone(UTC)
-    if early.utcoffset() == late.utcoffset():
-        return first, None, False
-    second = late.astimezone(UTC)
-    if second > first:  # repeated: fold=0 is the first pass, fold=1 the second
-        return first, second, False
-    # Skipped (PEP 495): fold=0 reads it with the offset before the jump, fold=1 after.
-    return _jump_between(second, first, tz), None, True
-
-
-def _jump_between(before: datetime, after: datetime, tz: tzinfo) -> datetime:
-    """The instant in (before, after] where the UTC offset of `tz` changes (to the second)."""
-    low, high = int(before.timestamp()), int(after.timestamp())
-    target = after.astimezone(tz).utcoffset()
-    while high - low > 1:
-        middle = (low + high) // 2
-        if datetime.fromtimestamp(middle, tz).utcoffset() == target:
-            high = middle
-        else:
-            low = middle
-    return datetime.fromtimestamp(high, UTC)
-
-
-def localize(wall: datetime, tz: tzinfo) -> datetime:
-    """The UTC instant of a wall time without offset in `tz`: a time skipped by DST means
-    the first valid instant after it, a repeated one its first occurrence."""
-    return _resolve(wall.replace(tzinfo=None), tz)[0]
-
-
-def _repeat_span(wall: datetime, tz: tzinfo) -> timedelta:
-    """How long the fall-back repeat containing `wall` lasts (zero when `wall` is not repeated)."""
-    first, second, _ = _resolve(wall, tz)
-    return second - first if second is not None else timedelta(0)
-
-
-# --- cron ---------------------------------------------------------------------------
-
-
-def validate_cron(expression: str) -> None:
-    """Raise ValueError unless `expression` is a valid 5-field cron expression."""
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"cron must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
-        )
-    if _NON_STANDARD.search(expression):
-        raise ValueError("cron fields 'R' and 'H' are not supported; give explicit values")
-    if not croniter.is_valid(expression):
-        raise ValueError(f"'{expression}' is not a valid cron expression")
-
-
-def every_hour(expression: str) -> bool:
-    """Whether a cron runs every hour (its hour field is `*`): it then keeps to real time
-    across DST instead of to the wall clock (see the module's docstring)."""
-    return expression.split()[1] == "*"
-
-
-def _instants(wall: datetime, tz: tzinfo, hourly: bool) -> tuple[datetime, ...]:
-    first, second, skipped = _resolve(wall, tz)
-    if not hourly:
-        return (first,)
-    if skipped:
-        return ()
-    return (first,) if second is None else (first, second)
-
-
-def next_cron_after(expression: str, after: datetime, tz: tzinfo = UTC) -> datetime:
-    """The first firing of the cron strictly after `after`, in `tz`. NeverFires if none.
-
-    croniter walks wall times; each maps to its instants (`_instants`). The lowest instant
-    of a wall time never decreases as wall time goes on, so the walk stops as soon as it
-    passes the best answer found."""
-    hourly = every_hour(expression)
-    wall = after.astimezone(tz).replace(tzinfo=None)
-    # Inside a repeated hour, the second pass of earlier wall times is still ahead.
-    walker = croniter(expression, wall - _repeat_span(wall, tz))
-    best: datetime | None = None
-    for _ in range(_MAX_STEPS):
-        try:
-            candidate = walker.get_next(datetime)
-        except CroniterBadDateError as exc:
-            if best is not None:
-                return best
-            raise NeverFires(f"cron '{expression}' never fires") from exc
-        lowest = _resolve(candidate, tz)[0]
-        if best is not None and lowest >= best:
-            return best
-        for instant in _instants(candidate, tz, hourly):
-            if instant > after and (best is None or instant < best):
-                best = instant
-    if best is None:
-        raise NeverFires(f"cron '{expression}' never fires")
-    return best
-
-
-def latest_cron_at_or_before(expression: str, when: datetime, tz: tzinfo = UTC) -> datetime | None:
-    """The newest firing of the cron at or before `when`, in `tz`; None if there is none."""
-    hourly = every_hour(expression)
-    wall = when.astimezone(tz).replace(tzinfo=None)
-    # Inside a repeated hour, the first pass of later wall times is already behind.
-    walker = croniter(expression, wall + _repeat_span(wall, tz) + timedelta(minutes=1))
-    best: datetime | None = None
-    for _ in range(_MAX_STEPS):
-        try:
-            candidate = walker.get_prev(datetime)
-        except CroniterBadDateError:
-            return best
-        first, second, _ = _resolve(candidate, tz)
-        if best is not None and (second or first) <= best:
-            return best
-        for instant in _instants(candidate, tz, hourly):
-            if instant <= when and (best is None or instant > best):
-                best = instant
-    return best
-
-
-@lru_cache(maxsize=1024)
-def smallest_cron_gap(expression: str) -> timedelta:
-    """The shortest wall-clock time between consecutive firings of the cron, measured over
-    its first firings after a fixed reference (cheap, and the same whenever it is asked).
-    NeverFires for a cron that never fires."""
-    walker = croniter(expression, _GAP_REFERENCE)
+def _as_utc(value: datetime, timezone: str = "UTC") -> datetime:
+    """An aware time, in UTC. A time without an offset is a wall time of `timezone`; one
+    that DST skips or repeats is read as `wallclock.localize` says."""
+    if value.tzinfo is not None:
+        return value.astimezone(UTC)
     try:
-        marks = [walker.get_next(datetime) for _ in range(_GAP_FIRINGS)]
-    except CroniterBadDateError as exc:
-        raise NeverFires(f"cron '{expression}' never fires") from exc
-    return min(later - earlier for earlier, later in pairwise(marks))
+        zone = wallclock.zone(timezone)
+    except ValueError:
+        zone = UTC  # the unknown time zone is refused by its own validator
+    return wallclock.localize(value, zone)
 
 
-# --- rate -----------------------------------------------------------------------------
+class ScheduleSpec(StrictModel):
+    """Exactly one of `at` (one-off), `cron` (5 fields) or `rate` ("5 minutes"); with an
+    optional `timezone`, window (`start_at`, `end_at`) and `jitter_seconds`."""
 
+    at: datetime | None = Field(
+        None, description="ISO-8601 time of a one-off job; in `timezone` when it has no offset."
+    )
+    cron: str | None = Field(
+        None,
+        description="5-field cron expression, evaluated in `timezone` (UTC by default).",
+        examples=["*/5 * * * *"],
+    )
+    rate: str | None = Field(
+        None, description="Fixed interval: '<n> minute(s)|hour(s)|day(s)'.", examples=["5 minutes"]
+    )
+    timezone: str = Field(
+        "UTC",
+        max_length=64,
+        description="IANA time zone of `cron`, and of `at`, `start_at` and `end_at` written without "
+        "an offset. A `rate` counts elapsed time, so for a rate it only places `start_at`/`end_at`.",
+        examples=["Europe/Berlin"],
+    )
+    start_at: datetime | None = Field(
+        None,
+        description="cron and rate only: no firing before this ISO-8601 time (in `timezone` when it "
+        "has no offset). A rate fires at `start_at` and every interval after it.",
+    )
+    end_at: datetime | None = Field(
+        None,
+        description="cron and rate only: no firing after this ISO-8601 time (in `timezone` when it has "
+        "no offset); the job completes after its last run.",
+    )
+    jitter_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_JITTER_SECONDS,
+        description="Start each firing up to this many seconds late, by a fixed amount per firing "
+        "(a hash of the job and its time), never reaching the next firing. At most the time between "
+        "two firings.",
+    )
 
-def parse_rate(expression: str) -> timedelta:
-    """`"5 minutes"` → 5 minutes. Units: minute(s), hour(s), day(s); from 1 minute to 366 days."""
-    match = _RATE.match(expression)
-    if not match:
-        raise ValueError("rate must look like '<n> minutes', '<n> hours' or '<n> days'")
-    value, unit = int(match.group(1)), match.group(2).rstrip("s")
-    if value < 1:
-        raise ValueError("rate must be at least 1")
-    seconds = value * _UNIT_SECONDS[unit]
-    if seconds > MAX_RATE.total_seconds():
-        raise ValueError("rate must be at most 366 days")
-    return timedelta(seconds=seconds)
+    @field_validator("at", "start_at", "end_at", mode="before")
+    @classmethod
+    def _time_is_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str | datetime):
+            raise ValueError("must be an ISO-8601 date-time string, e.g. 2026-12-01T09:00:00Z")
+        return value
 
+    @field_validator("at")
+    @classmethod
+    def _at_is_utc(cls, value: datetime | None) -> datetime | None:
+        # Without an offset it waits for `timezone` (validated later): see `_at_in_timezone`.
+        return value if value is None or value.tzinfo is None else _as_utc(value)
 
-def next_rate_after(interval: timedelta, anchor: datetime, after: datetime) -> datetime:
-    """The first `anchor + k·interval` (k ≥ 1) strictly after `after`."""
-    if after < anchor:
-        return anchor + interval
-    periods = (after - anchor) // interval + 1
-    return anchor + periods * interval
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            wallclock.validate_cron(value)
+        return value
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            wallclock.parse_rate(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_is_known(cls, value: str) -> str:
+        wallclock.zone(value)
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _window_in_timezone(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None:
+            return None
+        if info.data.get("at") is not None:
+            raise ValueError("applies to cron and rate schedules only; an 'at' fires once, at its time")
+        value = _as_utc(value, info.data.get("timezone", "UTC"))
+        start = info.data.get("start_at")
+        if info.field_name == "end_at" and start is not None and value < start:
+            raise ValueError("must not be before start_at")
+        return value
+
+    @field_validator("jitter_seconds")
+    @classmethod
+    def _jitter_within_interval(cls, value: int, info: ValidationInfo) -> int:
+        """Jitter longer than the time between two firings would push each one to the next."""
+        if value == 0:
+            return value
+        interval = None
+        if info.data.get("rate") is not None:
+            interval = wallclock.parse_rate(info.data["rate"])
+        elif info.data.get("cron") is not None:
+            try:
+                interval = wallclock.smallest_cron_gap(info.data["cron"])
+            except wallclock.NeverFires:
+                return value  # refused (422) when the job's first firing is computed
+        if interval is not None and value > interval.total_seconds():
+            raise ValueError(
+                f"must be at most the time between two firings ({int(interval.total_seconds())} s), "
+                "so a firing is never pushed to the next one"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> ScheduleSpec:
+        kinds = [name for name in ("at", "cron", "rate") if getattr(self, name) is not None]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "none"
+            raise ValueError(f"give exactly one of 'at', 'cron' or 'rate' (found {found})")
+        return self
+
+    @model_validator(mode="after")
+    def _at_in_timezone(self) -> ScheduleSpec:
+        if self.at is not None and self.at.tzinfo is None:
+            self.at = _as_utc(self.at, self.timezone)
+        return self
+
+    @property
+    def recurring(self) -> bool:
+        return self.at is None
 
 
 def _rate_anchor(spec: ScheduleSpec, interval: timedelta, created: datetime) -> datetime:

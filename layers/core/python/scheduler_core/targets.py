@@ -28,20 +28,18 @@ from typing import Any, assert_never
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from scheduler_core.aws import AwsClients
-from scheduler_core.model import (
-    RUN_METADATA_KEY,
-    EventBridgeTarget,
-    HttpTarget,
-    Job,
-    LambdaTarget,
-    Run,
-    SnsTarget,
-    SqsTarget,
-    iso_or_none,
-    reserved_header_reason,
-)
+from scheduler_core.entities import Job, Run, iso_or_none
 from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
+from scheduler_core.target_spec import (
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    SnsTarget,
+    SqsTarget,
+    reserved_header_reason,
+)
+from scheduler_core.vocabulary import RUN_METADATA_KEY
 
 USER_AGENT = "serverless-scheduler/0.1"
 _RETRYABLE_HTTP = {408, 429}

@@ -12,7 +12,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from scheduler_core import keys
 from scheduler_core.clock import from_ms, to_ms
-from scheduler_core.model import Job, JobStatus, Run
+from scheduler_core.entities import Job, Run
+from scheduler_core.vocabulary import JobStatus
 
 # The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
 CATCH_UP_QUEUE = "catch_up_ms"

@@ -26,7 +26,7 @@ from scheduler_core.adapters.dynamodb.table import (
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Job, Run
+from scheduler_core.entities import Job, Run
 from scheduler_core.observability import logger
 from scheduler_core.ports import DueItems, StoreContention
 

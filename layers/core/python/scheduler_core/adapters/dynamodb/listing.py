@@ -20,8 +20,9 @@ from scheduler_core.adapters.dynamodb.table import (
 )
 from scheduler_core.clock import to_ms
 from scheduler_core.cursors import decode_cursor, encode_cursor
-from scheduler_core.model import JobStatus, Run, RunStatus
+from scheduler_core.entities import Run
 from scheduler_core.ports import CursorNotValid, Page
+from scheduler_core.vocabulary import JobStatus, RunStatus
 
 if TYPE_CHECKING:
     pass

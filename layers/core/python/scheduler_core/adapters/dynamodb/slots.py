@@ -21,9 +21,10 @@ from scheduler_core.adapters.dynamodb.expressions import (
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Run, RunStatus
+from scheduler_core.entities import Run
 from scheduler_core.overlap import SlotsAsRead
 from scheduler_core.ports import RunRef
+from scheduler_core.vocabulary import RunStatus
 
 
 class SlotsTable(TransactionalWrites):

@@ -16,7 +16,7 @@ from scheduler_core.adapters.dynamodb.codec import ItemCodec, expression_values,
 from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_of_values
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Run
+from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef, StoreContention
 
 if TYPE_CHECKING:

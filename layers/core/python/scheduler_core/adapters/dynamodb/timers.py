@@ -19,8 +19,9 @@ from scheduler_core.adapters.dynamodb.expressions import (
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Run, RunStatus
+from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef
+from scheduler_core.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     pass

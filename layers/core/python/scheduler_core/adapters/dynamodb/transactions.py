@@ -25,8 +25,9 @@ from scheduler_core.adapters.dynamodb.table import (
     is_contention,
 )
 from scheduler_core.clock import to_ms
-from scheduler_core.model import Run, RunStatus
+from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
+from scheduler_core.vocabulary import RunStatus
 
 if TYPE_CHECKING:
     pass

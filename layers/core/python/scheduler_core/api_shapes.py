@@ -1,0 +1,93 @@
+"""The request bodies of the public API (DESIGN §7). The pydantic models double as the
+API's validation: a request that does not fit gets a 400 naming the field, before any
+service code runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, JsonValue, ValidationInfo, field_validator
+
+from scheduler_core.policies import ConcurrencyPolicy, Payload, RetryPolicy, catch_up_window_of
+from scheduler_core.schedule import ScheduleSpec
+from scheduler_core.strict import StrictModel
+from scheduler_core.target_spec import EventBridgeTarget, LambdaTarget, Target
+from scheduler_core.vocabulary import (
+    MAX_CATCH_UP_WINDOW_SECONDS,
+    MIN_CATCH_UP_WINDOW_SECONDS,
+    RUN_METADATA_KEY,
+    MisfirePolicy,
+    Priority,
+)
+
+
+class JobCreate(StrictModel):
+    """Body of `POST /v1/jobs`."""
+
+    name: str = Field(min_length=1, max_length=200)
+    schedule: ScheduleSpec
+    target: Target
+    payload: Payload = None
+    priority: Priority = Priority.NORMAL
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    misfire: MisfirePolicy = Field(
+        MisfirePolicy.FIRE_ONCE,
+        description="What runs for firings missed while the scheduler was down or the job paused "
+        "(more than 60 s late): FIRE_ONCE (default): one run for all of them; SKIP: none, the job "
+        "carries on with its next firing; CATCH_UP: each one of the last `catch_up_window_seconds` "
+        "as its own run, oldest first (at most 100).",
+    )
+    catch_up_window_seconds: int | None = Field(
+        None,
+        ge=MIN_CATCH_UP_WINDOW_SECONDS,
+        le=MAX_CATCH_UP_WINDOW_SECONDS,
+        validate_default=True,
+        description="misfire CATCH_UP only (default 3600, from 60 to 604800): how far back, in "
+        "seconds, missed firings are caught up; older ones are skipped.",
+    )
+
+    @field_validator("catch_up_window_seconds")
+    @classmethod
+    def _window_for_catch_up_only(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return catch_up_window_of(info.data.get("misfire"), value)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_leaves_the_run_key_free(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        # `target` is validated before `payload`, so it is here when it was valid.
+        target = info.data.get("target")
+        envelope = isinstance(target, EventBridgeTarget | LambdaTarget)
+        if envelope and isinstance(value, dict) and RUN_METADATA_KEY in value:
+            raise ValueError(f"key {RUN_METADATA_KEY!r} is where the target gets the run's ids; rename it")
+        return value
+
+
+class JobPatch(StrictModel):
+    """Body of `PATCH /v1/jobs/{job_id}`: any of the fields of `JobCreate`. Each one given
+    replaces the job's value as a whole (`schedule`, `target` and `retry` too, they are not
+    merged); the job as patched is then validated as a `JobCreate`, so the same rules hold."""
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    schedule: ScheduleSpec | None = None
+    target: Target | None = None
+    payload: Payload = None
+    priority: Priority | None = None
+    retry: RetryPolicy | None = None
+    concurrency: ConcurrencyPolicy | None = None
+    misfire: MisfirePolicy | None = None
+    # null: back to the default window (of a CATCH_UP job).
+    catch_up_window_seconds: int | None = Field(
+        None, ge=MIN_CATCH_UP_WINDOW_SECONDS, le=MAX_CATCH_UP_WINDOW_SECONDS
+    )
+
+    @field_validator("name", "schedule", "target", "priority", "retry", "concurrency", "misfire")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep the job's value")
+        return value
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the request gave, by name (a `payload` of null included)."""
+        return {name: getattr(self, name) for name in self.model_fields_set}

@@ -1,0 +1,138 @@
+"""Jobs and runs as the services hold them, and as the API shows them (`to_api`). Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from scheduler_core.clock import to_ms
+from scheduler_core.policies import ConcurrencyPolicy, Payload, RetryPolicy
+from scheduler_core.schedule import ScheduleSpec
+from scheduler_core.target_spec import Target
+from scheduler_core.vocabulary import (
+    DEFAULT_CATCH_UP_WINDOW_SECONDS,
+    JobStatus,
+    MisfirePolicy,
+    Priority,
+    RunStatus,
+    Trigger,
+)
+
+
+class Job(BaseModel):
+    """A job as stored and as returned (the API omits `tenant`)."""
+
+    job_id: str
+    tenant: str
+    name: str
+    status: JobStatus
+    schedule: ScheduleSpec
+    target: Target
+    payload: Payload = None
+    priority: Priority
+    retry: RetryPolicy
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    catch_up_window_seconds: int | None = None  # CATCH_UP only
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+    # When a PAUSED job was paused. Its `next_fire_at` is kept (out of the due index): the
+    # first firing not yet claimed, where a resume carries on from; the API shows none.
+    paused_at: datetime | None = None
+    # Bookkeeping, not shown by the API (see `overlap`): the runs holding one of the job's
+    # `concurrency.max_running` slots, the run waiting for one (BUFFER_ONE), and the missed
+    # firings caught up (misfire CATCH_UP) still waiting their turn for one, oldest first;
+    # runs by time.
+    running_count: int = 0
+    buffered_run_ms: int | None = None
+    catch_up_queue_ms: list[int] = Field(default_factory=list)
+
+    @property
+    def catch_up_window(self) -> timedelta:
+        """How far back a CATCH_UP job catches up missed firings."""
+        return timedelta(seconds=self.catch_up_window_seconds or DEFAULT_CATCH_UP_WINDOW_SECONDS)
+
+    def to_api(self) -> dict[str, Any]:
+        body = self.model_dump(
+            mode="json", exclude={"tenant", "running_count", "buffered_run_ms", "catch_up_queue_ms"}
+        )
+        paused = self.status is JobStatus.PAUSED
+        body["next_fire_at"] = None if paused else iso_or_none(self.next_fire_at)
+        body["paused_at"] = iso_or_none(self.paused_at) if paused else None
+        body["created_at"] = iso_or_none(self.created_at)
+        body["updated_at"] = iso_or_none(self.updated_at)
+        for name in ("at", "start_at", "end_at"):
+            body["schedule"][name] = iso_or_none(getattr(self.schedule, name))
+        return body
+
+
+class Run(BaseModel):
+    """One firing of a job. `run_id = {job_id}:{scheduled_for_ms}` is deterministic."""
+
+    run_id: str
+    job_id: str
+    status: RunStatus
+    trigger: Trigger
+    scheduled_for: datetime
+    attempt: int = 1
+    # Where the current round of attempts began: 1, or the attempt a manual re-drive started.
+    first_attempt: int = 1
+    priority: Priority
+    # When the current attempt may start: the scheduled time, or later for a retry or a
+    # jittered first attempt (`schedule.jitter_seconds`).
+    next_attempt_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lateness_ms: int | None = None
+    error: str | None = None
+    response_code: int | None = None
+    # Bookkeeping, not shown by the API: when the poller must look at the run again (the
+    # due index) and until when a started attempt belongs to its worker.
+    due_at: datetime | None = None
+    lease_until: datetime | None = None
+    # Whether the running attempt holds one of its job's running slots (see `overlap`).
+    holds_slot: bool = False
+    # A missed firing caught up (misfire CATCH_UP, limited concurrency): it waits for a slot,
+    # never SKIPPED, for its retries too (see `overlap`).
+    caught_up: bool = False
+    # An attempt's target call that succeeded after its worker had lost the lease: the
+    # run's next attempt finishes with this answer instead of calling again (see `execution`).
+    delivered_at: datetime | None = None
+    delivered_code: int | None = None
+
+    @property
+    def scheduled_for_ms(self) -> int:
+        return to_ms(self.scheduled_for)
+
+    @property
+    def starts_at(self) -> datetime:
+        """When the current attempt is due: its retry (or jittered) time, or the scheduled time."""
+        return self.next_attempt_at or self.scheduled_for
+
+    def to_api(self) -> dict[str, Any]:
+        body = self.model_dump(
+            mode="json",
+            exclude={
+                "first_attempt",
+                "due_at",
+                "lease_until",
+                "holds_slot",
+                "caught_up",
+                "delivered_at",
+                "delivered_code",
+            },
+        )
+        for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
+            body[name] = iso_or_none(getattr(self, name))
+        return body
+
+
+def iso_or_none(when: datetime | None) -> str | None:
+    """ISO-8601 UTC with milliseconds and `Z`: the API's one time format."""
+    if when is None:
+        return None
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,69 @@
+"""The scheduler's vocabulary: the enums every layer speaks and the limits the API holds
+requests to. Imports nothing of the scheduler's own: everything else may import it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Priority(StrEnum):
+    HIGH = "HIGH"
+    NORMAL = "NORMAL"
+    LOW = "LOW"
+
+
+class JobStatus(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+
+
+class RunStatus(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    RETRYING = "RETRYING"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "SCHEDULE"
+    MANUAL = "MANUAL"
+    RETRY = "RETRY"
+
+
+class Overlap(StrEnum):
+    """What a run due to start does when `max_running` runs of its job are running."""
+
+    SKIP = "SKIP"  # it ends SKIPPED, its target not called
+    BUFFER_ONE = "BUFFER_ONE"  # it waits for a slot, if no other run waits already (else SKIPPED)
+    ALLOW = "ALLOW"  # it starts: no limit
+
+
+class MisfirePolicy(StrEnum):
+    FIRE_ONCE = "FIRE_ONCE"
+    SKIP = "SKIP"
+    CATCH_UP = "CATCH_UP"
+
+
+# A firing is spread over at most a day (and never over more than the schedule's interval).
+MAX_JITTER_SECONDS = 86_400
+
+# An HTTP target: its URL, and its headers (how many, how long each value).
+MAX_URL_LENGTH = 2048
+MAX_HEADERS = 50
+MAX_HEADER_VALUE_LENGTH = 4096
+
+# The highest `concurrency.max_running` a job may ask for.
+MAX_RUNNING_LIMIT = 1_000
+
+# How far back a CATCH_UP job catches up missed firings (`misfire`).
+DEFAULT_CATCH_UP_WINDOW_SECONDS = 3_600
+MIN_CATCH_UP_WINDOW_SECONDS = 60
+MAX_CATCH_UP_WINDOW_SECONDS = 7 * 86_400
+
+# Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
+RUN_METADATA_KEY = "scheduler"
