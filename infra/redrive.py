@@ -29,7 +29,7 @@ from scheduler_core.aws import AwsClients
 from scheduler_core.clock import SystemClock
 from scheduler_core.composition import build_redriver
 from scheduler_core.observability import logger, metrics
-from scheduler_core.redrive import Outcome, RedriveReport
+from scheduler_core.redrive import RedriveOutcome, RedriveReport
 from scheduler_core.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,15 +51,15 @@ REQUIRED_SETTINGS = (
     "RUN_RETENTION_DAYS",
 )
 EXPLANATIONS = {
-    Outcome.REDRIVEN: "failed runs given a new attempt (a fresh round of max_attempts)",
-    Outcome.REQUEUED: "poison run messages sent back to their priority queue",
-    Outcome.STALE: "dropped: the run had moved on (re-driven already, finished, another attempt)",
-    Outcome.GONE: "dropped: the run or its job no longer exists",
-    Outcome.CANCELLED: "dropped: the run's job is cancelled",
-    Outcome.PAUSED: "left on the DLQ: the run's job is paused; resume it, then redrive again",
-    Outcome.UNREADABLE: "left on the DLQ: neither a RUN_FAILED record nor a run message",
-    Outcome.FAILED_AGAIN: "left on the DLQ: re-driven in this pass and failed again",
-    Outcome.DEFERRED: "left on the DLQ: throttled or not sent; run make redrive again",
+    RedriveOutcome.REDRIVEN: "failed runs given a new attempt (a fresh round of max_attempts)",
+    RedriveOutcome.REQUEUED: "poison run messages sent back to their priority queue",
+    RedriveOutcome.STALE: "dropped: the run had moved on (re-driven already, finished, another attempt)",
+    RedriveOutcome.GONE: "dropped: the run or its job no longer exists",
+    RedriveOutcome.CANCELLED: "dropped: the run's job is cancelled",
+    RedriveOutcome.PAUSED: "left on the DLQ: the run's job is paused; resume it, then redrive again",
+    RedriveOutcome.UNREADABLE: "left on the DLQ: neither a RUN_FAILED record nor a run message",
+    RedriveOutcome.FAILED_AGAIN: "left on the DLQ: re-driven in this pass and failed again",
+    RedriveOutcome.DEFERRED: "left on the DLQ: throttled or not sent; run make redrive again",
 }
 
 
@@ -112,8 +112,8 @@ def deployed_settings(cloudformation: CloudFormationClient, stack_name: str) -> 
 
 def render(report: RedriveReport, stack_name: str, settings: Settings) -> str:
     lines = [f"DLQ of stack {stack_name}: {settings.dlq_url}"]
-    width = max(len(str(outcome)) for outcome in Outcome)
-    for outcome in Outcome:
+    width = max(len(str(outcome)) for outcome in RedriveOutcome)
+    for outcome in RedriveOutcome:
         lines.append(f"  {outcome!s:<{width}} {report.outcomes[outcome]:>6}  {EXPLANATIONS[outcome]}")
     lines.append(f"received {report.received}, deleted {report.deleted}, left on the DLQ {report.kept}")
     return "\n".join(lines)

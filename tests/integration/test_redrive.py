@@ -22,7 +22,7 @@ from scheduler_core.clock import SystemClock
 from scheduler_core.composition import build_lifecycle, build_queue, build_redriver, build_store
 from scheduler_core.ports import DeadLetterMessage
 from scheduler_core.queues import SqsDeadLetterQueue
-from scheduler_core.redrive import DeadLetterRedriver, Outcome
+from scheduler_core.redrive import DeadLetterRedriver, RedriveOutcome
 from scheduler_core.settings import Settings
 from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
@@ -88,7 +88,7 @@ def redriver(cloud: SchedulerHarness) -> DeadLetterRedriver:
     return build_redriver(cloud.settings, cloud.clients, cloud.clock, wait_seconds=0)
 
 
-def counts(report: Any) -> dict[Outcome, int]:
+def counts(report: Any) -> dict[RedriveOutcome, int]:
     return {outcome: count for outcome, count in report.outcomes.items() if count}
 
 
@@ -103,7 +103,7 @@ def test_a_failed_run_is_redriven_from_its_record_and_succeeds_at_its_next_attem
 
     report = redriver(cloud).redrive()  # the receiver answers 200 from now on
 
-    assert counts(report) == {Outcome.REDRIVEN: 1}
+    assert counts(report) == {RedriveOutcome.REDRIVEN: 1}
     assert (report.received, report.deleted, report.kept) == (1, 1, 0)
     assert only_run(cloud, created["job_id"])["status"] == "RETRYING"
     assert dlq_depth(cloud) == (0, 0)
@@ -122,7 +122,7 @@ def test_a_record_of_a_run_already_retried_through_the_api_is_dropped(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.STALE: 1}
+    assert counts(report) == {RedriveOutcome.STALE: 1}
     assert (report.deleted, dlq_depth(cloud)) == (1, (0, 0))
     cloud.deliver()
     # One new attempt (the API's), not two.
@@ -150,7 +150,7 @@ def test_a_record_whose_job_is_cancelled_is_dropped_and_its_run_stays_failed(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.CANCELLED: 1}
+    assert counts(report) == {RedriveOutcome.CANCELLED: 1}
     assert dlq_depth(cloud) == (0, 0)
     assert (
         cloud.call("GET", f"/v1/jobs/{created['job_id']}/runs/{failed[0]['run_id']}").body["status"]
@@ -173,7 +173,7 @@ def test_a_record_whose_job_is_paused_waits_on_the_dlq(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.PAUSED: 1}
+    assert counts(report) == {RedriveOutcome.PAUSED: 1}
     assert only_run(cloud, created["job_id"])["status"] == "FAILED"
     clock.advance(1)
     assert dlq_depth(cloud) == (1, 0)
@@ -196,7 +196,7 @@ def test_a_poison_message_goes_back_to_its_runs_priority_queue(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.REQUEUED: 1}
+    assert counts(report) == {RedriveOutcome.REQUEUED: 1}
     assert dlq_depth(cloud) == (0, 0)
     assert cloud.visible_messages(Priority.HIGH) == 1
     assert cloud.deliver((Priority.HIGH,)) == 1
@@ -216,7 +216,7 @@ def test_a_poison_message_of_a_run_that_moved_on_is_dropped(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.STALE: 1}
+    assert counts(report) == {RedriveOutcome.STALE: 1}
     assert dlq_depth(cloud) == (0, 0)
     assert cloud.visible_messages(Priority.NORMAL) == 0
     assert len(receiver.requests) == 1
@@ -232,7 +232,7 @@ def test_unreadable_messages_stay_on_the_dlq_visible_again(
 
     report = redriver(cloud).redrive()
 
-    assert counts(report) == {Outcome.UNREADABLE: 3}
+    assert counts(report) == {RedriveOutcome.UNREADABLE: 3}
     assert (report.received, report.deleted, report.kept) == (3, 0, 3)
     # Released when the pass ended, not hidden for its 15 minutes. (moto shows a message only
     # once its visibility time has passed, strictly: a frozen clock needs a tick.)
@@ -251,7 +251,7 @@ def test_records_of_gone_runs_are_dropped(cloud: SchedulerHarness, receiver: Web
     gone = record | {"job_id": "nope", "message": record["message"] | {"job_id": "nope"}}
     cloud.clients.sqs().send_message(QueueUrl=cloud.settings.dlq_url, MessageBody=json.dumps(gone))
 
-    assert counts(redriver(cloud).redrive()) == {Outcome.GONE: 1}
+    assert counts(redriver(cloud).redrive()) == {RedriveOutcome.GONE: 1}
     assert only_run(cloud, created["job_id"])["status"] == "FAILED"
 
 
@@ -264,10 +264,10 @@ def test_many_records_are_moved_batch_by_batch_and_a_limit_stops_a_pass(
     assert dlq_depth(cloud) == (23, 0)
 
     first = redriver(cloud).redrive(limit=15)
-    assert counts(first) == {Outcome.REDRIVEN: 15}
+    assert counts(first) == {RedriveOutcome.REDRIVEN: 15}
     assert dlq_depth(cloud) == (8, 0)
     rest = redriver(cloud).redrive()
-    assert (counts(rest), rest.received, rest.deleted) == ({Outcome.REDRIVEN: 8}, 8, 8)
+    assert (counts(rest), rest.received, rest.deleted) == ({RedriveOutcome.REDRIVEN: 8}, 8, 8)
     assert dlq_depth(cloud) == (0, 0)
 
     cloud.deliver()
@@ -303,7 +303,7 @@ def test_a_run_that_fails_again_during_the_pass_is_left_for_the_next_one(
 
     report = service.redrive()
 
-    assert counts(report) == {Outcome.REDRIVEN: 1, Outcome.FAILED_AGAIN: 1}
+    assert counts(report) == {RedriveOutcome.REDRIVEN: 1, RedriveOutcome.FAILED_AGAIN: 1}
     assert (report.deleted, report.kept) == (1, 1)
     run = only_run(cloud, created["job_id"])
     assert (run["status"], run["attempt"]) == ("FAILED", 2)
@@ -440,6 +440,6 @@ def _counted(printed: str) -> dict[str, int]:
     found = {}
     for line in printed.splitlines():
         words = line.split()
-        if len(words) >= 2 and words[0] in {str(o) for o in Outcome} and int(words[1]):
+        if len(words) >= 2 and words[0] in {str(o) for o in RedriveOutcome} and int(words[1]):
             found[words[0]] = int(words[1])
     return found

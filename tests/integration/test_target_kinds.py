@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from scheduler_core.entities import Run
 from scheduler_core.target_spec import EventBridgeTarget
-from scheduler_core.targets import TargetDispatcher
+from scheduler_core.targets import TargetDelivery
 from scheduler_core.vocabulary import Priority, RunStatus, Trigger
 from tests.support.events import ACCOUNT, ALICE
 from tests.support.harness import FrozenClock, SchedulerHarness
@@ -94,7 +94,7 @@ def test_a_run_sent_twice_to_a_fifo_queue_arrives_once(cloud: SchedulerHarness, 
     run_id = run_when_due(cloud, clock, {"job_id": job_id})["run_id"]
     job, run = cloud.jobs.get(ALICE, job_id), cloud.jobs.get_run(ALICE, job_id, run_id)
 
-    assert TargetDispatcher(cloud.clients).deliver(job, run).ok  # the same run once more
+    assert TargetDelivery(cloud.clients).deliver(job, run).ok  # the same run once more
 
     assert len(received(cloud, url)) == 1
 
@@ -281,7 +281,7 @@ def test_an_entry_putevents_refuses_is_a_failed_delivery_with_the_entrys_error(
         priority=Priority.NORMAL,
     )
 
-    delivery = TargetDispatcher(cloud.clients).deliver(job.model_copy(update={"target": empty_source}), run)
+    delivery = TargetDelivery(cloud.clients).deliver(job.model_copy(update={"target": empty_source}), run)
 
     assert (delivery.ok, delivery.retryable) == (False, False)
     assert (delivery.error or "").startswith("EventBridge InvalidArgument: Parameter Source is not valid")

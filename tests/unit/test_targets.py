@@ -23,7 +23,7 @@ from scheduler_core.target_spec import EventBridgeTarget, HttpTarget, SnsTarget,
 from scheduler_core.targets import (
     FINAL_AWS_CODES,
     RETRYABLE_AWS_CODES,
-    TargetDispatcher,
+    TargetDelivery,
     aws_error_retryable,
     aws_failure,
     fifo_id,
@@ -88,15 +88,15 @@ def receiver(server: WebhookReceiver) -> WebhookReceiver:
 
 
 @pytest.fixture
-def targets() -> TargetDispatcher:
-    return TargetDispatcher(AwsClients(boto3.session.Session(region_name="us-east-1")))
+def targets() -> TargetDelivery:
+    return TargetDelivery(AwsClients(boto3.session.Session(region_name="us-east-1")))
 
 
 # --- HTTP outcomes ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204])
-def test_a_2xx_answer_is_a_success(targets: TargetDispatcher, receiver: WebhookReceiver, status: int) -> None:
+def test_a_2xx_answer_is_a_success(targets: TargetDelivery, receiver: WebhookReceiver, status: int) -> None:
     receiver.respond_with(status)
 
     delivery = targets.deliver(http_job(receiver.url), RUN)
@@ -105,9 +105,7 @@ def test_a_2xx_answer_is_a_success(targets: TargetDispatcher, receiver: WebhookR
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 422])
-def test_a_4xx_answer_fails_for_good(
-    targets: TargetDispatcher, receiver: WebhookReceiver, status: int
-) -> None:
+def test_a_4xx_answer_fails_for_good(targets: TargetDelivery, receiver: WebhookReceiver, status: int) -> None:
     receiver.respond_with(status)
 
     delivery = targets.deliver(http_job(receiver.url), RUN)
@@ -118,7 +116,7 @@ def test_a_4xx_answer_fails_for_good(
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
 def test_408_429_and_5xx_answers_are_worth_retrying(
-    targets: TargetDispatcher, receiver: WebhookReceiver, status: int
+    targets: TargetDelivery, receiver: WebhookReceiver, status: int
 ) -> None:
     receiver.respond_with(status)
 
@@ -127,7 +125,7 @@ def test_408_429_and_5xx_answers_are_worth_retrying(
     assert (delivery.ok, delivery.status_code, delivery.retryable) == (False, status, True)
 
 
-def test_a_target_slower_than_the_timeout_is_worth_retrying(targets: TargetDispatcher) -> None:
+def test_a_target_slower_than_the_timeout_is_worth_retrying(targets: TargetDelivery) -> None:
     with WebhookReceiver() as slow:  # its own: the held request finishes after the test
         slow.hold_seconds = 1.0
 
@@ -137,7 +135,7 @@ def test_a_target_slower_than_the_timeout_is_worth_retrying(targets: TargetDispa
     assert "timed out" in (delivery.error or "")
 
 
-def test_a_refused_connection_is_worth_retrying(targets: TargetDispatcher) -> None:
+def test_a_refused_connection_is_worth_retrying(targets: TargetDelivery) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -152,7 +150,7 @@ def test_a_refused_connection_is_worth_retrying(targets: TargetDispatcher) -> No
 
 
 def test_the_payload_is_posted_as_json_with_the_scheduler_headers(
-    targets: TargetDispatcher, receiver: WebhookReceiver
+    targets: TargetDelivery, receiver: WebhookReceiver
 ) -> None:
     targets.deliver(http_job(receiver.url, headers={"Authorization": "Bearer t0ken"}), RUN)
 
@@ -168,7 +166,7 @@ def test_the_payload_is_posted_as_json_with_the_scheduler_headers(
 
 
 def test_a_job_cannot_override_the_scheduler_headers(
-    targets: TargetDispatcher, receiver: WebhookReceiver
+    targets: TargetDelivery, receiver: WebhookReceiver
 ) -> None:
     forged = {
         "idempotency-key": "forged",
@@ -189,7 +187,7 @@ def test_a_job_cannot_override_the_scheduler_headers(
     assert request.headers["x-custom"] == "kept"
 
 
-def test_a_get_sends_no_body(targets: TargetDispatcher, receiver: WebhookReceiver) -> None:
+def test_a_get_sends_no_body(targets: TargetDelivery, receiver: WebhookReceiver) -> None:
     delivery = targets.deliver(http_job(receiver.url, method="GET"), RUN)
 
     assert delivery.ok
@@ -201,7 +199,7 @@ def test_a_get_sends_no_body(targets: TargetDispatcher, receiver: WebhookReceive
 
 @pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE"])
 def test_other_methods_send_the_payload(
-    targets: TargetDispatcher, receiver: WebhookReceiver, method: str
+    targets: TargetDelivery, receiver: WebhookReceiver, method: str
 ) -> None:
     targets.deliver(http_job(receiver.url, method=method), RUN)
 
@@ -225,7 +223,7 @@ def test_other_methods_send_the_payload(
     ],
 )
 def test_a_target_that_makes_the_http_client_raise_is_a_final_failure(
-    targets: TargetDispatcher, url: str, headers: dict[str, str]
+    targets: TargetDelivery, url: str, headers: dict[str, str]
 ) -> None:
     delivery = targets.deliver(unvalidated_job(url, headers), RUN)
 
@@ -239,7 +237,7 @@ def test_an_sqs_client_that_raises_is_a_final_failure() -> None:
         def sqs(self) -> Any:
             raise RuntimeError("no SQS client today")
 
-    targets = TargetDispatcher(cast(AwsClients, BrokenClients()))
+    targets = TargetDelivery(cast(AwsClients, BrokenClients()))
     job = make_job(SqsTarget(type="SQS", queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/work"))
 
     delivery = targets.deliver(job, RUN)
@@ -402,7 +400,7 @@ def test_a_client_that_raises_for_any_aws_target_is_a_final_failure() -> None:
         def sns(self, region: str | None = None) -> Any:
             raise RuntimeError("no SNS client today")
 
-    targets = TargetDispatcher(cast(AwsClients, BrokenClients()))
+    targets = TargetDelivery(cast(AwsClients, BrokenClients()))
     job = make_job(SnsTarget(type="SNS", topic_arn="arn:aws:sns:us-east-1:123456789012:t"))
 
     assert targets.deliver(job, RUN) == Delivery(ok=False, error="RuntimeError: no SNS client today")

@@ -20,7 +20,7 @@ from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
 from scheduler_core.target_access import TargetAccess
-from scheduler_core.targets import TargetDispatcher
+from scheduler_core.targets import TargetDelivery
 from scheduler_core.vocabulary import Priority
 
 
@@ -116,7 +116,7 @@ def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | N
 
 
 def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
-    return TargetDispatcher(clients)
+    return TargetDelivery(clients)
 
 
 def build_run_executor(

@@ -48,7 +48,7 @@ class RedriveStore(JobRecords, RunRecords, Protocol):
     """The ports of the jobs table a re-drive reads."""
 
 
-class Outcome(StrEnum):
+class RedriveOutcome(StrEnum):
     """What became of one DLQ message."""
 
     REDRIVEN = "redriven"  # a FAILED run got a new attempt; record deleted
@@ -62,7 +62,9 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"  # DynamoDB or SQS said "not now" (throttled, send failed); kept
 
 
-KEPT = frozenset({Outcome.PAUSED, Outcome.UNREADABLE, Outcome.FAILED_AGAIN, Outcome.DEFERRED})
+KEPT = frozenset(
+    {RedriveOutcome.PAUSED, RedriveOutcome.UNREADABLE, RedriveOutcome.FAILED_AGAIN, RedriveOutcome.DEFERRED}
+)
 
 
 @dataclass
@@ -70,7 +72,7 @@ class RedriveReport:
     """Counts of one pass. `deleted` < handled means some deletes failed: those messages
     come back, and the next pass finds their runs moved on (stale)."""
 
-    outcomes: Counter[Outcome] = field(default_factory=Counter)
+    outcomes: Counter[RedriveOutcome] = field(default_factory=Counter)
     received: int = 0
     deleted: int = 0
 
@@ -80,7 +82,7 @@ class RedriveReport:
 
     def as_dict(self) -> dict[str, int]:
         return {
-            **{str(outcome): self.outcomes[outcome] for outcome in Outcome},
+            **{str(outcome): self.outcomes[outcome] for outcome in RedriveOutcome},
             "received": self.received,
             "deleted": self.deleted,
             "kept": self.kept,
@@ -129,7 +131,7 @@ class DeadLetterRedriver:
         logger.info("dead-letter queue re-driven", extra=report.as_dict())
         return report
 
-    def _handle(self, message: DeadLetterMessage, redriven_runs: set[str]) -> Outcome:
+    def _handle(self, message: DeadLetterMessage, redriven_runs: set[str]) -> RedriveOutcome:
         parsed = _parse(message.body)
         try:
             if isinstance(parsed, DeadLetter):
@@ -137,47 +139,47 @@ class DeadLetterRedriver:
             elif isinstance(parsed, RunMessage):
                 outcome = self._requeue(parsed)
             else:
-                outcome = Outcome.UNREADABLE
+                outcome = RedriveOutcome.UNREADABLE
         except StoreContention as error:
             logger.warning("store contended; message kept", extra={"error": str(error)})
-            outcome = Outcome.DEFERRED
-        if outcome is not Outcome.REDRIVEN and outcome is not Outcome.REQUEUED:
+            outcome = RedriveOutcome.DEFERRED
+        if outcome is not RedriveOutcome.REDRIVEN and outcome is not RedriveOutcome.REQUEUED:
             run_id = parsed.run_id if parsed is not None else None
             logger.info(f"dead letter {outcome}", extra={"message_id": message.message_id, "run_id": run_id})
         return outcome
 
-    def _redrive_failed_run(self, record: DeadLetter, redriven_runs: set[str]) -> Outcome:
+    def _redrive_failed_run(self, record: DeadLetter, redriven_runs: set[str]) -> RedriveOutcome:
         run = self._store.get_run(record.message.job_id, record.message.scheduled_for_ms)
         if run is None:
-            return Outcome.GONE
+            return RedriveOutcome.GONE
         if run.status is not RunStatus.FAILED:
-            return Outcome.STALE
+            return RedriveOutcome.STALE
         if run.run_id in redriven_runs:
             # Its new round failed before this pass ended: a new failure, for the next pass.
-            return Outcome.FAILED_AGAIN
+            return RedriveOutcome.FAILED_AGAIN
         job = self._store.get_job(run.job_id)
         if job is None:
-            return Outcome.GONE
+            return RedriveOutcome.GONE
         if job.status is JobStatus.CANCELLED:
-            return Outcome.CANCELLED
+            return RedriveOutcome.CANCELLED
         if job.status is JobStatus.PAUSED:
             # Re-driven now, the run would be cancelled by the worker: its record waits.
-            return Outcome.PAUSED
+            return RedriveOutcome.PAUSED
         if self._lifecycle.redrive(run) is None:
-            return Outcome.STALE  # moved on between our read and the conditional update
+            return RedriveOutcome.STALE  # moved on between our read and the conditional update
         redriven_runs.add(run.run_id)
-        return Outcome.REDRIVEN
+        return RedriveOutcome.REDRIVEN
 
-    def _requeue(self, message: RunMessage) -> Outcome:
+    def _requeue(self, message: RunMessage) -> RedriveOutcome:
         run = self._store.get_run(message.job_id, message.scheduled_for_ms)
         if run is None:
-            return Outcome.GONE
+            return RedriveOutcome.GONE
         if run.status not in run_state.WAITING or run.attempt != message.attempt:
-            return Outcome.STALE
+            return RedriveOutcome.STALE
         # The run as stored makes the same message (attempt, retry time) for its own queue.
         if self._queue.send_runs([run]):
-            return Outcome.DEFERRED
-        return Outcome.REQUEUED
+            return RedriveOutcome.DEFERRED
+        return RedriveOutcome.REQUEUED
 
 
 def _parse(body: str) -> DeadLetter | RunMessage | None:

@@ -223,7 +223,7 @@ def http_retryable(status: int) -> bool:
     return status in _RETRYABLE_HTTP or status >= 500
 
 
-class TargetDispatcher:
+class TargetDelivery:
     """`TargetInvoker` for every target type."""
 
     def __init__(self, clients: AwsClients) -> None:
