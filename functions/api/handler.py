@@ -1,11 +1,9 @@
 """The public API (DESIGN §7) behind API Gateway's REST proxy: typed routes validated by
-Powertools, each calling one `JobService` method. Errors use one body shape:
-`{"error": {"code", "message", "details": [{"field", "message"}]}}`, whatever went wrong."""
+Powertools, each calling one `JobService` method, and which error each failure answers.
+The plumbing (strict JSON, error bodies, If-Match, body size) is `scheduler_core.api`."""
 
 from __future__ import annotations
 
-import json
-import math
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -17,78 +15,28 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
+from scheduler_core.api import (
+    as_json,
+    describe,
+    error_body,
+    invalid_request_message,
+    oversized,
+    strict_json,
+    version_of,
+)
 from scheduler_core.api_shapes import JobCreate, JobPatch
+from scheduler_core.aws import is_throttling
 from scheduler_core.composition import default_job_service
-from scheduler_core.errors import InvalidRequest, PayloadTooLarge, SchedulerError, field_error
+from scheduler_core.errors import SchedulerError
 from scheduler_core.jobs import JobService
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import settings_from_env
-from scheduler_core.target_spec import TARGET_TYPES
 from scheduler_core.tenancy import tenant_of
 from scheduler_core.vocabulary import JobStatus, RunStatus
 
 API_TITLE = "serverless-scheduler"
 API_VERSION = "1.0.0"
-# Deeper than any sensible payload, and well inside what validation (pydantic stops at 255
-# levels) and Python's recursion limit cope with.
-MAX_BODY_DEPTH = 100
-
-# Location prefixes Powertools puts before a field.
-_LOCATIONS = {"body", "query", "path", "header"}
-# AWS error codes that mean "slow down": the request may succeed if sent again.
-_THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON; send a number, a string or null")
-
-
-def _bounded_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:  # Python refuses to convert more than 4300 digits
-        raise ValueError(f"a number of {len(text.lstrip('-'))} digits is too long") from None
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:20]} is out of range")
-    return value
-
-
-def _depth(document: Any) -> int:
-    """How deep arrays and objects nest, counted without recursion."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(document, 1)]
-    while pending and deepest <= MAX_BODY_DEPTH:
-        value, depth = pending.pop()
-        if isinstance(value, dict | list):
-            deepest = max(deepest, depth)
-            children = value.values() if isinstance(value, dict) else value
-            pending.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-def strict_json(text: str) -> Any:
-    """Parse a request body as RFC 8259 JSON, refusing what Python's `json` lets through
-    (NaN, Infinity) or cannot take (huge integers, deep nesting). A refusal is a
-    `JSONDecodeError`, which Powertools turns into a `json_invalid` validation error."""
-    try:
-        document = json.loads(
-            text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_finite_float
-        )
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError(f"nests deeper than {MAX_BODY_DEPTH} levels", text, 0) from None
-    except ValueError as exc:
-        raise json.JSONDecodeError(str(exc), text, 0) from None
-    if _depth(document) > MAX_BODY_DEPTH:
-        raise json.JSONDecodeError(f"nests deeper than {MAX_BODY_DEPTH} levels", text, 0)
-    return document
-
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.enable_swagger(path="/v1/docs", title=API_TITLE, version=API_VERSION)
@@ -100,7 +48,7 @@ def _error(
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body={"error": {"code": code, "message": message, "details": details or []}},
+        body=error_body(code, message, details),
     )
 
 
@@ -108,42 +56,10 @@ def _json(status: int, body: dict[str, Any]) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
-def _field_of(location: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in location if not str(p).startswith("function-")]
-    if len(parts) > 1 and parts[0] == "header":  # Powertools lower-cases header names
-        return "-".join(word.capitalize() for word in parts[1].split("-"))
-    if parts and parts[0] in _LOCATIONS:
-        parts = parts[1:]
-    # pydantic names the member of the `target` union it tried ("target", "HTTP", "url").
-    if len(parts) > 1 and parts[0] == "target" and parts[1] in TARGET_TYPES:
-        del parts[1]
-    # ... and marks a dict key that failed ("headers", "Host", "[key]").
-    if parts and parts[-1] == "[key]":
-        parts.pop()
-    return ".".join(parts) or "body"
-
-
-def _describe(error: dict[str, Any]) -> dict[str, str]:
-    field = _field_of(tuple(error.get("loc", ())))
-    kind = error.get("type", "")
-    if kind == "json_invalid":
-        reason = (error.get("ctx") or {}).get("error")
-        message = "request body is not valid JSON"
-        return {"field": "body", "message": f"{message}: {reason}" if reason else message}
-    if kind == "extra_forbidden":
-        return {"field": field, "message": "unknown field; remove it"}
-    if kind == "missing":
-        return {"field": field, "message": "is required"}
-    if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return {"field": f"{field}.type", "message": f"must be one of {', '.join(TARGET_TYPES)}"}
-    return {"field": field, "message": str(error.get("msg", "is invalid")).removeprefix("Value error, ")}
-
-
 @app.exception_handler(RequestValidationError)
 def _invalid_request(error: RequestValidationError) -> Response[Any]:
-    details = [_describe(e) for e in error.errors()]
-    fields = ", ".join(dict.fromkeys(d["field"] for d in details))
-    return _error(400, "VALIDATION_ERROR", f"invalid request: check {fields}", details)
+    details = [describe(e) for e in error.errors()]
+    return _error(400, "VALIDATION_ERROR", invalid_request_message(details), details)
 
 
 @app.exception_handler(SchedulerError)
@@ -163,7 +79,7 @@ def _store_contention(error: StoreContention) -> Response[Any]:
 
 @app.exception_handler(ClientError)
 def _aws_error(error: ClientError) -> Response[Any]:
-    if error.response.get("Error", {}).get("Code") in _THROTTLING_CODES:
+    if is_throttling(error):
         logger.warning("throttled by AWS", extra={"error": str(error)})
         return _try_again()
     return _internal_error(error)
@@ -249,25 +165,12 @@ def update_job(
         str | None, Header(alias="If-Match", description="The version of the job as read, for example 3.")
     ] = None,
 ) -> Response[Any]:
-    version = _version_of(if_match)
+    version = version_of(if_match)
     try:
         job = _jobs().update(_tenant(), job_id, patch, version)
     except ValidationError as exc:  # the job as patched breaks a rule across fields
         raise RequestValidationError(exc.errors()) from exc
     return _json(200, job.to_api())
-
-
-def _version_of(if_match: str | None) -> int | None:
-    """`If-Match: "3"` (or 3, W/"3") → 3; absent or `*` → None (any version)."""
-    if if_match is None or if_match.strip() == "*":
-        return None
-    tag = if_match.strip().removeprefix("W/").strip('"')
-    if not tag.isdecimal() or len(tag) > 18:
-        raise InvalidRequest(
-            'If-Match must be the version of the job as read, e.g. "3" (or 3)',
-            [field_error("If-Match", "is not a job version")],
-        )
-    return int(tag)
 
 
 @app.delete("/v1/jobs/<job_id>", summary="Cancel a job")
@@ -339,45 +242,18 @@ def openapi_document() -> Response[Any]:
     )
 
 
-def _oversized(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
-    """Bodies over the limit are refused before validation (which would parse them)."""
-    body = event.get("body") or ""
-    if len(body.encode()) <= limit:
-        return None
-    error = PayloadTooLarge(f"request body is over {limit // 1024} KiB; keep jobs and their payloads smaller")
-    details = [{"field": "body", "message": f"larger than {limit} bytes"}]
-    return {
-        "statusCode": error.status,
-        "headers": {"Content-Type": content_types.APPLICATION_JSON},
-        "body": json.dumps({"error": {"code": error.code, "message": error.message, "details": details}}),
-        "isBase64Encoded": False,
-    }
-
-
-def _as_json(event: dict[str, Any]) -> dict[str, Any]:
-    """The API speaks only JSON: a body is parsed as JSON whatever its Content-Type says
-    (`curl -d` sends form-urlencoded), so a non-JSON body is a 400 "not valid JSON"."""
-    if not event.get("body"):
-        return event
-    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
-    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != "content-type"}
-    headers["Content-Type"] = content_types.APPLICATION_JSON
-    multi["Content-Type"] = [content_types.APPLICATION_JSON]
-    return event | {"headers": headers, "multiValueHeaders": multi}
-
-
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | None = None) -> dict[str, Any]:
     """`jobs` lets tests pass a service wired to their own clock and clients."""
-    too_large = _oversized(event, settings_from_env().max_request_bytes)
+    too_large = oversized(event, settings_from_env().max_request_bytes)
     if too_large is not None:
         return too_large
     service = jobs or default_job_service()
     service.begin_invocation(context)
     app.append_context(jobs=service)
     try:
-        return app.resolve(_as_json(event), context)
+        return app.resolve(as_json(event), context)
     finally:
         # What the services counted (RunsTriggered, ...); most requests count nothing, and
         # Powertools' `log_metrics` would warn about each of those.

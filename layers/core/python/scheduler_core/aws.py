@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -19,6 +20,20 @@ if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+
+# AWS error codes that mean "slow down": the request may succeed if sent again later.
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def is_throttling(error: ClientError) -> bool:
+    return error_code(error) in THROTTLING_CODES
+
 
 RETRY_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5},

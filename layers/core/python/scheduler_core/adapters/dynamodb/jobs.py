@@ -10,17 +10,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from scheduler_core import keys
-from scheduler_core.adapters.dynamodb.codec import (
-    expression_values,
-    to_item,
-)
-from scheduler_core.adapters.dynamodb.expressions import (
-    JOIN_CATCH_UP_QUEUE,
-    RUN_ABSENT,
-)
-from scheduler_core.adapters.dynamodb.table import (
-    condition_failed,
-)
+from scheduler_core.adapters.dynamodb.codec import expression_values, to_item
+from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT
+from scheduler_core.adapters.dynamodb.table import condition_failed
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run

@@ -8,16 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler_core import keys
-from scheduler_core.adapters.dynamodb.codec import (
-    expression_values,
-    from_value,
-    to_item,
-)
-from scheduler_core.adapters.dynamodb.table import (
-    DUE_INDEX,
-    TENANT_INDEX,
-    TableAdapter,
-)
+from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item
+from scheduler_core.adapters.dynamodb.table import DUE_INDEX, TENANT_INDEX, TableAdapter
 from scheduler_core.clock import to_ms
 from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.entities import Run

@@ -8,9 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler_core import keys
-from scheduler_core.adapters.dynamodb.codec import (
-    to_item,
-)
+from scheduler_core.adapters.dynamodb.codec import to_item
 from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,

@@ -8,10 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_core import run_state
-from scheduler_core.adapters.dynamodb.codec import (
-    CATCH_UP_QUEUE,
-    expression_values,
-)
+from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_values
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     LEASE_AND_TIMER,

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from scheduler_core import run_state
 from scheduler_core.adapters.dynamodb.codec import ItemCodec, expression_values, from_value, to_item
 from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_of_values
-from scheduler_core.aws import AwsClients
+from scheduler_core.aws import THROTTLING_CODES, AwsClients, error_code
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef, StoreContention
@@ -26,10 +26,7 @@ DUE_INDEX = "due"
 TENANT_INDEX = "by_tenant"
 # Index entries a poll reads before acting on them (`due_pages`): the items of 10 BatchGetItems.
 DUE_PAGE = 1_000
-CONTENTION_CODES = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
+CONTENTION_CODES = THROTTLING_CODES | {
     "TransactionConflictException",
     "TransactionInProgressException",
     "InternalServerError",
@@ -39,10 +36,6 @@ CONTENTION_CODES = {
 _UNPROCESSED_PAUSES = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8)
 # BatchGetItem's ceiling on keys per request.
 _BATCH_GET = 100
-
-
-def error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def is_contention(error: ClientError) -> bool:

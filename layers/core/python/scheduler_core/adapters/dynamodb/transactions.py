@@ -11,19 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from scheduler_core.adapters.dynamodb.codec import (
-    expression_values,
-)
+from scheduler_core.adapters.dynamodb.codec import expression_values
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     HOLDS_SLOT,
     holds_slot,
 )
-from scheduler_core.adapters.dynamodb.table import (
-    TableAdapter,
-    error_code,
-    is_contention,
-)
+from scheduler_core.adapters.dynamodb.table import TableAdapter, is_contention
+from scheduler_core.aws import error_code
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention

@@ -8,15 +8,8 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import ClientError
 
 from scheduler_core import keys
-from scheduler_core.adapters.dynamodb.codec import (
-    expression_values,
-    from_item,
-    to_item,
-)
-from scheduler_core.adapters.dynamodb.table import (
-    TableAdapter,
-    condition_failed,
-)
+from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
+from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
 
 if TYPE_CHECKING:
     pass
