@@ -16,7 +16,7 @@ PACKAGE = Path(scheduler_core.__file__).parent
 PURE = [
     "vocabulary", "strict", "wallclock", "schedule", "target_spec", "policies", "api_shapes",
     "entities", "keys", "run_state", "retry", "misfire", "overlap", "messages", "clock",
-    "cursors", "errors", "tenancy", "target_access", "api",
+    "cursors", "errors", "tenancy", "target_access", "api", "resume", "job_firings",
 ]  # fmt: skip
 SERVICES = ["jobs", "job_control", "dispatch", "execution", "lifecycle", "redrive"]
 ADAPTERS = {"adapters", "queues", "targets", "idempotency", "aws", "composition"}

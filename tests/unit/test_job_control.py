@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
-from scheduler_core.job_control import is_firing, plan_resume
 from scheduler_core.policies import RetryPolicy
+from scheduler_core.resume import is_firing, plan_resume
 from scheduler_core.schedule import ScheduleSpec
 from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
 

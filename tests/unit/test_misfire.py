@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
-from scheduler_core.job_control import ResumePlan, plan_resume
 from scheduler_core.misfire import (
     MAX_CATCH_UP_RUNS,
     TOLERANCE,
@@ -23,6 +22,7 @@ from scheduler_core.misfire import (
     select,
 )
 from scheduler_core.policies import RetryPolicy
+from scheduler_core.resume import ResumePlan, plan_resume
 from scheduler_core.schedule import ScheduleSpec, next_fire_after
 from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
 

@@ -15,9 +15,7 @@ would be stopped, sends what it claimed and leaves the rest to the next poll (ev
 
 from __future__ import annotations
 
-import threading
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -26,14 +24,15 @@ from scheduler_core import keys, misfire
 from scheduler_core.clock import Clock, to_ms
 from scheduler_core.contention import through_contention
 from scheduler_core.entities import Job, Run, iso_or_none
+from scheduler_core.job_firings import following_firing, scheduled_run
 from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.messages import Outbox
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.parallel import InOrder, Runner
 from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
-from scheduler_core.schedule import jittered, next_fire_after
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
-from scheduler_core.wallclock import NeverFires
+from scheduler_core.schedule import jittered
+from scheduler_core.vocabulary import JobStatus, MisfirePolicy
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
@@ -74,67 +73,6 @@ class PollReport:
     # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
     watched: dict[str, int] = field(default_factory=dict)
     watermark_ms: int | None = None
-
-
-def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None) -> Run:
-    """The run of the firing `fire_at`; its first attempt starts at `starts_at` when jitter
-    moved it (the run keeps its nominal time: its id and `scheduled_for`)."""
-    fire_ms = to_ms(fire_at)
-    return Run(
-        run_id=keys.run_id(job.job_id, fire_ms),
-        job_id=job.job_id,
-        status=RunStatus.PENDING,
-        trigger=Trigger.SCHEDULE,
-        scheduled_for=fire_at,
-        attempt=1,
-        priority=job.priority,
-        next_attempt_at=starts_at if starts_at is not None and starts_at != fire_at else None,
-    )
-
-
-def following_firing(job: Job, fire_at: datetime) -> datetime | None:
-    try:
-        return next_fire_after(job.schedule, job.created_at, fire_at)
-    except NeverFires:
-        return None
-
-
-class Outbox:
-    """A poll's claimed runs on their way to the queues (one per priority): whichever claim
-    fills a batch of `batch` runs of one priority sends it, on its own thread, while the other
-    claims go on; `flush` sends what is left once the bucket is claimed. What could not be
-    sent is kept in `unsent` (their timers have a later poll send them)."""
-
-    def __init__(self, send: Callable[[list[Run]], list[Run]], batch: int = SEND_BATCH) -> None:
-        self._send = send
-        self._batch = batch
-        self._lock = threading.Lock()
-        self._waiting: dict[Priority, list[Run]] = {}
-        self.unsent: list[Run] = []
-
-    def add(self, runs: list[Run]) -> None:
-        full: list[list[Run]] = []
-        with self._lock:
-            for run in runs:
-                waiting = self._waiting.setdefault(run.priority, [])
-                waiting.append(run)
-                if len(waiting) >= self._batch:
-                    full.append(waiting)
-                    self._waiting[run.priority] = []
-        for batch in full:
-            self._sent(batch)
-
-    def flush(self) -> None:
-        with self._lock:
-            left = [run for waiting in self._waiting.values() for run in waiting]
-            self._waiting = {}
-        if left:
-            self._sent(left)
-
-    def _sent(self, runs: list[Run]) -> None:
-        unsent = self._send(runs)
-        with self._lock:
-            self.unsent += unsent
 
 
 class PollStore(DueIndex, Watermarks, JobRecords, Protocol):

@@ -6,48 +6,32 @@ it never loses or doubles a claim racing with it: a claim moves the version on, 
 fails, is read again and applied again (a few times; then 409), or, with `If-Match`, is
 refused (412). Claims check the version too, so a change that won makes the claim fail.
 
-Pause and resume:
-- pause: the job leaves the due index. It keeps its next firing not yet claimed, where a
-  resume carries on. Runs already claimed (up to the lookahead ahead) and retries stay as
-  they are: one whose time comes while the job is paused is set aside by the worker (still
-  waiting, same attempt, target not called) for the resume to decide. A run already calling
-  its target finishes. Manual runs are not stopped by a pause. A pause cancels nothing: a
-  CANCELLED run is final.
-- resume: the firings of the job's schedule that fell between the pause and now (claimed
-  or not, first attempts and retries alike; its next firing if it is past) are missed, and
-  go as its misfire policy says (`misfire`): FIRE_ONCE (the default): ONE run fires now for
-  all of them (a one-off whose time passed while it was paused included); their waiting
-  runs are cancelled. SKIP: none runs (those within `misfire.TOLERANCE` of now are late,
-  not missed: they run). CATCH_UP: each one of the window runs as its own run, oldest
-  first: a waiting run is sent again, a firing without a run gets one. Waiting runs whose
-  time has not come yet (or came before the pause) are sent again as planned: the worker may
-  have set them aside. Then the job carries on from its first firing after now.
+What a pause and a resume do is written once, in `resume`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler_core import keys, misfire, run_state
+from scheduler_core import keys, run_state
 from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import Clock, from_ms, to_ms
-from scheduler_core.dispatch import Dispatcher, following_firing
+from scheduler_core.dispatch import Dispatcher
 from scheduler_core.entities import Job, Run, iso_or_none
 from scheduler_core.errors import Conflict, PreconditionFailed
+from scheduler_core.job_firings import following_firing
 from scheduler_core.lifecycle import RunLifecycle
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.ports import JobRecords, Listing, RunRecords, RunTransitions
+from scheduler_core.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
 from scheduler_core.schedule import ScheduleSpec
 from scheduler_core.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
 
 # How often a change is read and applied again when a claim (or another change) won the race.
 CHANGE_TRIES = 3
-# The newest runs a resume looks at: runs the pause stopped, runs not finished yet.
-RESUME_WINDOW = 100
 # The newest runs a cancel looks at for waiting ones, cancelled at once. Older waiting runs
 # (a retry days away) are cancelled when their message or timer comes, as they always were.
 CANCEL_SWEEP = 200
@@ -59,124 +43,6 @@ FREE_TIME_TRIES = 10
 
 _ONE_MS = timedelta(milliseconds=1)
 _UNFINISHED = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRYING})
-
-
-@dataclass(frozen=True)
-class ResumePlan:
-    status: JobStatus  # SCHEDULED, or COMPLETED when nothing is left to fire or finish
-    next_fire_at: datetime | None
-    catch_up: bool  # FIRE_ONCE: one run now for the firings missed while paused
-    stopped: list[Run]  # waiting runs due while paused: cancelled (missed, or stood for by catch_up)
-    # SKIP, CATCH_UP: the missed firings that run after all, each as its own run:
-    kept: list[Run] = field(default_factory=list)  # waiting runs due while paused: sent again
-    missed: list[datetime] = field(default_factory=list)  # firings with no run yet: new runs
-    # Waiting runs not due while paused (due before the pause, or not due yet, up to the
-    # horizon): sent again as planned, since the worker may have set them aside.
-    going_on: list[Run] = field(default_factory=list)
-
-
-def is_firing(job: Job, when: datetime) -> bool:
-    """Whether the job's schedule fires at `when` (a nominal firing: the time of its run)."""
-    return following_firing(job, when - _ONE_MS) == when
-
-
-def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> ResumePlan:
-    """What resuming the paused `job` at `now` does, given its newest `runs` (`horizon`: how
-    far ahead the poller sends work).
-
-    The firings missed while paused are those of the job's schedule between the pause and now
-    (claimed or not), its next firing if it is past, and waiting runs (first attempts and
-    retries) whose time came while paused. Under FIRE_ONCE, the default misfire policy, they
-    run once, now (`catch_up`). Under SKIP and CATCH_UP, those the policy keeps
-    (`misfire.select`) run each as its own run, the others do not (their waiting runs are
-    `stopped`). Other waiting runs up to the horizon go on as planned (`going_on`)."""
-    paused_at = job.paused_at or job.updated_at
-    unstarted = [run for run in runs if run.trigger is not Trigger.MANUAL and run.status in run_state.WAITING]
-    waiting = [run for run in unstarted if paused_at < run.starts_at <= now]
-    going_on = [run for run in unstarted if run.starts_at <= paused_at or now < run.starts_at <= horizon]
-    first_after_pause = following_firing(job, paused_at)
-    if job.next_fire_at is None or job.next_fire_at > now:
-        next_fire_at = job.next_fire_at
-    else:
-        next_fire_at = following_firing(job, now)
-    kept: list[Run] = []
-    new: list[datetime] = []
-    if job.misfire is MisfirePolicy.FIRE_ONCE:
-        catch_up = (
-            (job.next_fire_at is not None and job.next_fire_at <= now)
-            or _a_firing_did_not_run(job, runs, first_after_pause, now)
-            or bool(waiting)
-        )
-        stopped = waiting
-    else:
-        catch_up = False
-        kept, new = _own_runs_for_missed(job, runs, waiting, first_after_pause, now)
-        kept_ids = {run.run_id for run in kept}
-        stopped = [run for run in waiting if run.run_id not in kept_ids]
-        going_on = [run for run in going_on if run.run_id not in kept_ids]
-    stopped_ids = {run.run_id for run in stopped}
-    # A manual run never completes a job (its own firing does), so it does not hold one open.
-    unfinished = any(
-        run.status in _UNFINISHED and run.run_id not in stopped_ids and run.trigger is not Trigger.MANUAL
-        for run in runs
-    )
-    done = next_fire_at is None and not catch_up and not new and not unfinished
-    return ResumePlan(
-        JobStatus.COMPLETED if done else JobStatus.SCHEDULED,
-        next_fire_at,
-        catch_up,
-        stopped,
-        kept=kept,
-        missed=new,
-        going_on=going_on,
-    )
-
-
-def _a_firing_did_not_run(job: Job, runs: list[Run], first: datetime | None, now: datetime) -> bool:
-    """Whether a firing of the job's schedule from `first` to `now` has no run that went on
-    (a worker started it before the pause, or a resume raced it): FIRE_ONCE's one run stands
-    for those only, so a firing that ran is not run twice."""
-    went_on = {
-        run.scheduled_for
-        for run in runs
-        if run.trigger is not Trigger.MANUAL and run.status not in run_state.WAITING | {RunStatus.CANCELLED}
-    }
-    when = first
-    for _ in range(RESUME_WINDOW):
-        if when is None or when > now:
-            return False
-        if when not in went_on:
-            return True
-        when = following_firing(job, when)
-    return True  # more firings than runs read: some surely did not run
-
-
-def _own_runs_for_missed(
-    job: Job, runs: list[Run], waiting: list[Run], first_after_pause: datetime | None, now: datetime
-) -> tuple[list[Run], list[datetime]]:
-    """SKIP, CATCH_UP: the firings missed while paused that the policy keeps, each its own
-    run: (waiting runs to send again, firings with no run yet). A firing whose run went on
-    anyway (a worker took it before the pause) is done, and a cancelled one stays cancelled."""
-    starts = [when for when in (job.next_fire_at, first_after_pause) if when is not None and when <= now]
-    firings: set[datetime] = set()
-    if starts:
-        firings.update(
-            misfire.due_firings(
-                job.schedule, job.created_at, min(starts), now, job.misfire, job.catch_up_window
-            )
-        )
-    firings.update(run.scheduled_for for run in waiting)
-    chosen = misfire.select(sorted(firings), now, job.misfire, job.catch_up_window)
-    by_time = {run.scheduled_for: run for run in runs if run.trigger is not Trigger.MANUAL}
-    kept: list[Run] = []
-    new: list[datetime] = []
-    for fire_at in chosen:
-        run = by_time.get(fire_at)
-        if run is None:
-            new.append(fire_at)
-        elif run.status in run_state.WAITING:
-            kept.append(run)
-    return kept, new
 
 
 class JobControlStore(JobRecords, RunRecords, Listing, RunTransitions, Protocol):

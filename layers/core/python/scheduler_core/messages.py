@@ -1,9 +1,12 @@
 """What the priority queues carry and when (DESIGN §3): a run message, a pointer to one
-attempt of a run, and its delay. Pure: the SQS adapter (`queues`) and the services share it."""
+attempt of a run, and its delay; a DLQ record; runs gathered into batches of one priority
+(`Outbox`). Pure: the SQS adapter (`queues`) and the services share it."""
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -12,6 +15,7 @@ from pydantic import Field
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.strict import StrictModel
+from scheduler_core.vocabulary import Priority
 
 MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
 BATCH_SIZE = 10  # SQS's ceiling for a batch: send, receive, delete, change visibility
@@ -64,3 +68,41 @@ def run_message(run: Run) -> RunMessage:
         attempt=run.attempt,
         not_before_ms=to_ms(run.next_attempt_at) if run.next_attempt_at else None,
     )
+
+
+class Outbox:
+    """A poll's claimed runs on their way to the queues (one per priority): whichever claim
+    fills a batch of `batch` runs of one priority sends it, on its own thread, while the other
+    claims go on; `flush` sends what is left once the bucket is claimed. What could not be
+    sent is kept in `unsent` (their timers have a later poll send them)."""
+
+    def __init__(self, send: Callable[[list[Run]], list[Run]], batch: int = BATCH_SIZE) -> None:
+        self._send = send
+        self._batch = batch
+        self._lock = threading.Lock()
+        self._waiting: dict[Priority, list[Run]] = {}
+        self.unsent: list[Run] = []
+
+    def add(self, runs: list[Run]) -> None:
+        full: list[list[Run]] = []
+        with self._lock:
+            for run in runs:
+                waiting = self._waiting.setdefault(run.priority, [])
+                waiting.append(run)
+                if len(waiting) >= self._batch:
+                    full.append(waiting)
+                    self._waiting[run.priority] = []
+        for batch in full:
+            self._sent(batch)
+
+    def flush(self) -> None:
+        with self._lock:
+            left = [run for waiting in self._waiting.values() for run in waiting]
+            self._waiting = {}
+        if left:
+            self._sent(left)
+
+    def _sent(self, runs: list[Run]) -> None:
+        unsent = self._send(runs)
+        with self._lock:
+            self.unsent += unsent
