@@ -48,7 +48,7 @@ from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.console import short_name
 from infra.local.functions import FunctionHost
 from scheduler_core import keys
-from scheduler_core.execution import RUN_FINISHED, TAKEN_OVER  # how the worker's attempts end their lines
+from scheduler_core.outcomes import RUN_FINISHED, TAKEN_OVER  # how the worker's attempts end their lines
 
 # What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
 POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)

@@ -44,8 +44,9 @@ from scheduler_core.composition import (
 )
 from scheduler_core.dispatch import CONTENTION_PAUSES_MS
 from scheduler_core.entities import Run
-from scheduler_core.execution import END_WRITE_PAUSES, Outcome, RunExecutor
+from scheduler_core.execution import END_WRITE_PAUSES, RunExecutor
 from scheduler_core.messages import DeadLetter, RunMessage, run_message
+from scheduler_core.outcomes import Outcome
 from scheduler_core.policies import RetryPolicy
 from scheduler_core.ports import StoreContention
 from scheduler_core.retry import backoff

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.execution import Outcome
 from scheduler_core.messages import RunMessage
+from scheduler_core.outcomes import Outcome
 from scheduler_core.overlap import slots_as_read
 from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.faults import WorkerDied, dying_executor

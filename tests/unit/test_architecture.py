@@ -16,9 +16,9 @@ PACKAGE = Path(scheduler_core.__file__).parent
 PURE = [
     "vocabulary", "strict", "wallclock", "schedule", "target_spec", "policies", "api_shapes",
     "entities", "keys", "run_state", "retry", "misfire", "overlap", "messages", "clock",
-    "cursors", "errors", "tenancy", "target_access", "api", "resume", "job_firings",
+    "cursors", "errors", "tenancy", "target_access", "api", "resume", "job_firings", "outcomes",
 ]  # fmt: skip
-SERVICES = ["jobs", "job_control", "dispatch", "execution", "lifecycle", "redrive"]
+SERVICES = ["jobs", "job_control", "dispatch", "execution", "admission", "lifecycle", "redrive"]
 ADAPTERS = {"adapters", "queues", "targets", "idempotency", "aws", "composition"}
 
 

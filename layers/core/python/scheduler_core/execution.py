@@ -31,8 +31,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from enum import StrEnum
 
+from scheduler_core.admission import RunAdmission, duplicate
 from scheduler_core.clock import Clock, from_ms, to_ms
 from scheduler_core.contention import through_contention
 from scheduler_core.entities import Job, Run
@@ -40,60 +40,25 @@ from scheduler_core.heartbeat import heartbeat
 from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
 from scheduler_core.messages import RunMessage
 from scheduler_core.observability import logger, metrics
-from scheduler_core.overlap import (
-    Admission,
-    admit,
-    queues_when_caught_up,
-    skip_reason,
-    slots_as_read,
-    waits_behind_another,
+from scheduler_core.outcomes import (
+    ADMISSION_TRIES,
+    RUN_FINISHED,
+    TAKEN_OVER,
+    Outcome,
+    goes_on_while_paused,
+    waits_for,
 )
 from scheduler_core.ports import (
     Delivery,
     MessageLease,
-    SlotsChanged,
     StoreContention,
     TargetInvoker,
 )
-from scheduler_core.run_state import WAITING
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
+from scheduler_core.vocabulary import JobStatus, RunStatus
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
 # throttled (16 s in all): given up, the run's next attempt would call the target again.
 END_WRITE_PAUSES = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
-RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
-TAKEN_OVER = "run taken over by another attempt"  # how an attempt that lost its lease ends its line
-# How often a start is decided again when the job's running slots changed meanwhile.
-ADMISSION_TRIES = 5
-
-
-def _duplicate(context: dict[str, object]) -> Outcome:
-    logger.info("duplicate or stale message dropped", extra=context)
-    return Outcome.DUPLICATE
-
-
-def _waits_for(run: Run, message: RunMessage) -> bool:
-    """Whether `run` (as read) waits for the attempt `message` carries."""
-    return run.attempt == message.attempt and run.status in WAITING
-
-
-def _goes_on_while_paused(job: Job, run: Run) -> bool:
-    """A paused job stops its scheduled runs, not a manual one: that was asked for by name."""
-    return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
-
-
-class Outcome(StrEnum):
-    SUCCEEDED = "SUCCEEDED"
-    RETRYING = "RETRYING"  # the attempt failed; the next one is scheduled
-    FAILED = "FAILED"
-    DUPLICATE = "DUPLICATE"  # the run was not waiting for this attempt: acknowledged, dropped
-    CANCELLED = "CANCELLED"
-    SET_ASIDE = "SET_ASIDE"  # its job is paused: the run waits for the resume; acknowledged
-    WAITING_TURN = "WAITING_TURN"  # a caught-up run waits its turn for a running slot; acknowledged
-    JOB_GONE = "JOB_GONE"
-    LEASE_LOST = "LEASE_LOST"  # another attempt owns the run now; our result is discarded
-    SKIPPED = "SKIPPED"  # the job's running slots were taken (overlap): the target was not called
-    BUFFERED = "BUFFERED"  # waits for a running slot (overlap BUFFER_ONE); acknowledged
 
 
 class RunNotDueYet(Exception):
@@ -124,6 +89,7 @@ class RunExecutor:
         # A long target call renews the lease (and its message's visibility) this often.
         self._heartbeat_every = heartbeat_every or lease / 3
         self._invocation_ends: datetime | None = None  # see `begin_invocation`
+        self._admission = RunAdmission(store, clock, lease, lifecycle, self._job_going_on)
 
     def begin_invocation(self, context: object) -> None:
         """An invocation starts: its deadline is noted (the Lambda context's remaining time,
@@ -139,8 +105,8 @@ class RunExecutor:
         job = self._job_going_on(message, context, read_job, waiting)
         if isinstance(job, Outcome):
             return job
-        if waiting is None or not _waits_for(waiting, message):
-            return _duplicate(context)  # started, finished or moved on: nothing to write
+        if waiting is None or not waits_for(waiting, message):
+            return duplicate(context)  # started, finished or moved on: nothing to write
 
         due = from_ms(message.due_ms)
         now = self._clock.now()
@@ -151,7 +117,7 @@ class RunExecutor:
         # the run's time: one paused, cancelled or changed meanwhile is read again.
         self._clock.sleep_until(due)
         owner = uuid.uuid4().hex
-        started = self._start(job, message, waiting, owner, context)
+        started = self._admission.start(job, message, waiting, owner, context)
         if isinstance(started, Outcome):
             return started
         run, fenced = started
@@ -194,7 +160,7 @@ class RunExecutor:
         for _ in range(ADMISSION_TRIES):
             if current is None or current.status is not JobStatus.PAUSED:
                 return current
-            if _goes_on_while_paused(current, run):
+            if goes_on_while_paused(current, run):
                 return current
             timer = self._lifecycle.paused_timer(self._clock.now())
             aside = self._store.set_aside_if_held(run, owner, timer)
@@ -236,136 +202,16 @@ class RunExecutor:
                 job = self._store.get_job(message.job_id)
                 continue
             if not aside:
-                return _duplicate(context)
+                return duplicate(context)
             logger.info("run set aside: its job is PAUSED", extra=context)
             return Outcome.SET_ASIDE
         raise StoreContention(f"job {message.job_id} kept being paused and resumed")
-
-    def _start(
-        self, job: Job, message: RunMessage, waiting: Run, owner: str, context: dict[str, object]
-    ) -> tuple[Run, Job | None] | Outcome:
-        """Start the attempt (`waiting`, the run as read) under its job's concurrency policy
-        (`overlap.admit`): take a running slot and return the run as started with the job
-        its start fenced (None for ALLOW, whose start writes nothing to its job), or leave
-        the run waiting for a slot (BUFFERED) or skip it (SKIPPED). A duplicate or stale
-        message is dropped (DUPLICATE).
-
-        Each decision is written on the condition that the job is still as read (its slots,
-        and for a start its version); if it changed, the job is read again and the decision
-        made again."""
-        me = message.scheduled_for_ms
-        due = from_ms(message.due_ms)
-        for _ in range(ADMISSION_TRIES):
-            now = self._clock.now()
-            lease_until = now + self._lease
-            timer = self._lifecycle.start_timer(waiting, now, lease_until)
-            policy = job.concurrency
-            if policy.overlap is Overlap.ALLOW:  # no limit: nothing is counted
-                run = self._store.start_run_if_waiting(message, now, lease_until, owner, timer)
-                return (run, None) if run is not None else _duplicate(context)
-            queue = job.catch_up_queue_ms
-            # A caught-up firing out of the queue (its retry) is never skipped.
-            caught_up = waiting.caught_up and queues_when_caught_up(job)
-            admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
-            try:
-                if admission is Admission.START:
-                    slots = slots_as_read(job, me)
-                    run = self._store.start_run_in_slot(waiting, slots, now, lease_until, owner, timer)
-                    if run is None:
-                        fresh = self._store.get_run(message.job_id, me)
-                        if fresh is None or not _waits_for(fresh, message):
-                            return _duplicate(context)
-                        waiting = fresh  # changed since read (a late success recorded): again
-                        continue
-                    if queue or job.misfire is MisfirePolicy.CATCH_UP:
-                        # Read after this start: a release that woke this run (not the next one)
-                        # while a slot is still free is made up for.
-                        self._lifecycle.wake_first_caught_up(job.job_id)
-                    return run, job
-                if waits_behind_another(policy, job.buffered_run_ms, me) and self._buffered_run_ended(job):
-                    pass  # decide again without it
-                elif admission is Admission.WAIT_TURN:
-                    if not self._ahead_in_queue_ended(job, me):
-                        return self._wait_turn(message, now, context)
-                elif admission is Admission.REJOIN:
-                    return self._rejoin(job, message, now, context)
-                elif admission is Admission.BUFFER:
-                    return self._buffer(job, message, due, now, context)
-                else:
-                    return self._skip(job, message, waiting, now, context)
-            except SlotsChanged:
-                pass
-            except StoreContention:
-                logger.info("running slots contended; deciding again", extra=context)
-            again = self._job_going_on(message, context, self._store.get_job(message.job_id), waiting)
-            if isinstance(again, Outcome):
-                return again
-            job = again
-        raise StoreContention(f"the running slots of job {message.job_id} kept changing")
-
-    def _ahead_in_queue_ended(self, job: Job, me: int) -> bool:
-        """Whether the runs ahead of `me` in the job's catch-up queue include one that ended
-        without starting (cancelled, failed): it leaves the queue, and `me` decides again."""
-        if job.catch_up_queue_ms[0] == me:
-            return False  # first in line, waiting for a slot
-        first = self._lifecycle.first_caught_up_run(job)
-        return first is None or first.scheduled_for_ms != job.catch_up_queue_ms[0]
-
-    def _wait_turn(self, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
-        # Acknowledged: the end of the run before it in the queue sends its message again.
-        if not self._store.wait_turn_if_waiting(message, self._lifecycle.turn_timer(now)):
-            return _duplicate(context)
-        logger.info("caught-up run waits its turn for a running slot", extra=context)
-        return Outcome.WAITING_TURN
-
-    def _rejoin(self, job: Job, message: RunMessage, now: datetime, context: dict[str, object]) -> Outcome:
-        slots = slots_as_read(job, message.scheduled_for_ms)
-        if not self._store.rejoin_catch_up_queue(message, slots, self._lifecycle.turn_timer(now)):
-            return _duplicate(context)
-        logger.info("caught-up run back at the front of the catch-up queue", extra=context)
-        return Outcome.WAITING_TURN
-
-    def _buffered_run_ended(self, job: Job) -> bool:
-        """Whether the job's buffered run ended without starting (cancelled, failed, its job
-        changed policy...): then it is forgotten, so the runs behind it go on."""
-        assert job.buffered_run_ms is not None
-        waiting = self._store.get_run(job.job_id, job.buffered_run_ms)
-        if waiting is not None and waiting.status in WAITING:
-            return False
-        self._store.clear_buffered_run(job.job_id, job.buffered_run_ms)
-        return True
-
-    def _buffer(
-        self, job: Job, message: RunMessage, due: datetime, now: datetime, context: dict[str, object]
-    ) -> Outcome:
-        # Its timer: if no slot's release sends its message first, the poller does then.
-        slots = slots_as_read(job, message.scheduled_for_ms)
-        if not self._store.buffer_run_if_waiting(message, slots, self._lifecycle.sent_timer(due, now)):
-            return _duplicate(context)
-        logger.info("run waits for a running slot (overlap BUFFER_ONE)", extra=context)
-        metrics.add_metric(name="RunsBuffered", unit="Count", value=1)
-        return Outcome.BUFFERED
-
-    def _skip(
-        self, job: Job, message: RunMessage, run: Run, now: datetime, context: dict[str, object]
-    ) -> Outcome:
-        reason = skip_reason(
-            job.concurrency, job.running_count, job.buffered_run_ms, message.scheduled_for_ms
-        )
-        # Perhaps the job's last run: then skipping it completes the job.
-        complete = job.status is JobStatus.SCHEDULED and job.next_fire_at is None and is_last(job, run)
-        slots = slots_as_read(job, message.scheduled_for_ms)
-        if not self._store.skip_run_if_waiting(message, slots, now, reason, complete):
-            return _duplicate(context)
-        logger.info(RUN_FINISHED, extra=context | {"status": "SKIPPED", "error": reason})
-        metrics.add_metric(name="RunsSkipped", unit="Count", value=1)
-        return Outcome.SKIPPED
 
     @staticmethod
     def _manual_while_paused(job: Job, message: RunMessage, run: Run | None) -> bool:
         """Whether the message is a manual run's (`run`, as read with its job) and its job is
         paused: a manual run goes on while its job is paused."""
-        return job.status is JobStatus.PAUSED and run is not None and _goes_on_while_paused(job, run)
+        return job.status is JobStatus.PAUSED and run is not None and goes_on_while_paused(job, run)
 
     def _record(
         self,
