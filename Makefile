@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # marks alone take 45 s). PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= 3
 
-.PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean
+.PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean docs docs-serve
 
 install: $(STAMP) $(DEPS_LAYER)
 
@@ -32,7 +32,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint docs
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: install
@@ -99,4 +99,13 @@ redrive: $(STAMP)
 	$(PY) -m infra.redrive --stack $(STACK) $(if $(ENDPOINT),--endpoint-url $(ENDPOINT)) $(if $(LIMIT),--limit $(LIMIT))
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache layers/deps/python
+	rm -rf cdk.out site .pytest_cache .mypy_cache .ruff_cache layers/deps/python
+
+# The documentation site (mkdocs-material), built offline; `--strict` fails on a broken link
+# or anchor (not with --quiet, which hides the warnings strict counts). The API reference is
+# generated from the API's OpenAPI document as it builds.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve

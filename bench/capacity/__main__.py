@@ -15,7 +15,7 @@ from typing import Any
 from bench.capacity.scenarios import burst_10m, midnight, steady, validate
 from bench.report import describe_machine, machine, table
 
-# A setting the README can recommend for these volumes, run beside the defaults: more
+# A setting the docs (docs/benchmarks.md) can recommend for these volumes, run beside the defaults: more
 # shards (more polls side by side, more due-index keys) and the most claims at a time.
 # Sampled at half the default fraction: 64 shards' polls cost the simulation 16x the queries.
 TUNED: dict[str, Any] = {"shards": 64, "claim_parallelism": 32, "fraction": 0.0002}
