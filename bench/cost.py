@@ -291,7 +291,8 @@ def _dollars(value: float) -> str:
 
 
 def cost_markdown(cost: Mapping[str, Any]) -> str:
-    """The cost table of docs/benchmarks.md: every line per path, both totals, EventBridge Scheduler beside."""
+    """The cost table of docs/benchmarks.md: every line per path, both totals, EventBridge
+    Scheduler beside."""
     paths = cost["paths"]
     headers = [
         "per million one-off HTTP runs",
