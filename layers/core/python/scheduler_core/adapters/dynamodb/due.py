@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
@@ -19,9 +19,6 @@ from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
 from scheduler_core.observability import logger
 from scheduler_core.ports import DueItems, StoreContention
-
-if TYPE_CHECKING:
-    pass
 
 
 class DueIndexTable(TransactionalWrites):

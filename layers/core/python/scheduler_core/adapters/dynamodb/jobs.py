@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -16,10 +16,6 @@ from scheduler_core.adapters.dynamodb.table import condition_failed
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
-
-if TYPE_CHECKING:
-    pass
-
 
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})

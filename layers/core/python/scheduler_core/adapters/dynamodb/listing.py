@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item
@@ -15,10 +15,6 @@ from scheduler_core.cursors import decode_cursor, encode_cursor
 from scheduler_core.entities import Run
 from scheduler_core.ports import CursorNotValid, Page
 from scheduler_core.vocabulary import JobStatus, RunStatus
-
-if TYPE_CHECKING:
-    pass
-
 
 # The most items one page of a filtered listing reads (DynamoDB filters after reading).
 FILTERED_READ_BUDGET = 1_000

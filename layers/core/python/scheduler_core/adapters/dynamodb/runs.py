@@ -5,7 +5,6 @@ retrying, or a late success remembered). Every write is fenced by the attempt it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import to_item
@@ -24,9 +23,6 @@ from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
 from scheduler_core.ports import RunRef
 from scheduler_core.vocabulary import RunStatus
-
-if TYPE_CHECKING:
-    pass
 
 
 class RunsTable(TransactionalWrites):

@@ -5,7 +5,7 @@ while their job is paused, failed, re-driven or cancelled before they start."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scheduler_core import run_state
 from scheduler_core.adapters.dynamodb.expressions import (
@@ -22,9 +22,6 @@ from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef
 from scheduler_core.vocabulary import RunStatus
-
-if TYPE_CHECKING:
-    pass
 
 
 class RunTimersTable(TransactionalWrites):

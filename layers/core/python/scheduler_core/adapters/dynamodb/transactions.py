@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -23,10 +23,6 @@ from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
 from scheduler_core.vocabulary import RunStatus
-
-if TYPE_CHECKING:
-    pass
-
 
 # Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
 _CONTENTION_PAUSES = (0.02, 0.1)

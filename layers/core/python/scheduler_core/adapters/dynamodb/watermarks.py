@@ -3,16 +3,11 @@ not drained (DESIGN §2), only ever moved forward."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from botocore.exceptions import ClientError
 
 from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
 from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
-
-if TYPE_CHECKING:
-    pass
 
 
 class WatermarksTable(TableAdapter):
