@@ -213,7 +213,7 @@ class SimulatedAws:
             self.shadow_calls[operation] += whole
             self.sim.sleep(sum(self.latency.call(service, operation) for _ in range(whole)))
 
-    def _shadow_charges(self, charges: list[Charge]) -> list[Charge]:
+    def shadow_charges(self, charges: list[Charge]) -> list[Charge]:
         """The left-out jobs' units beside a real job's: on the same key of an index (a
         `due_pk` minute#shard, a tenant: shared by every job of it), on the table alone
         for the job's own item (their items are other keys, each far below its limit).
@@ -250,7 +250,7 @@ class SimulatedAws:
                 return _throttled(request, "ProvisionedThroughputExceededException", refusal)
             self.usage.read_units[role] += sum(charge.units for charge in charges)
             if self.shadow > 0 and role in SHADOWED_ROLES:
-                self.capacity.add_shadow_reads(self.sim.env.now, self._shadow_charges(charges))
+                self.capacity.add_shadow_reads(self.sim.env.now, self.shadow_charges(charges))
         return response
 
     def _write(
@@ -282,7 +282,7 @@ class SimulatedAws:
             self.usage.table_wcu[role] += table_units
             self.usage.index_wcu[role] += index_units
             if self.shadow > 0 and role in SHADOWED_ROLES:
-                self.capacity.add_shadow_writes(self.sim.env.now, self._shadow_charges(charges))
+                self.capacity.add_shadow_writes(self.sim.env.now, self.shadow_charges(charges))
             return response
         # Throttled: as if it never reached the items.
         for snapshot in reversed(snapshots):

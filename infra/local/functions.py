@@ -83,11 +83,12 @@ class RuntimeProcess:
             # instance serves its stdin, so it exits at EOF when the local cloud is gone.
         )
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        # Set when its stdout ends: the process is gone, though the kernel may close its pipes
+        # a moment before `poll()` sees it exit (a killed instance would be handed out again).
+        self._exited = threading.Event()
         assert self._process.stdout is not None
         assert self._process.stderr is not None
-        self._pump(
-            self._process.stdout, lambda line: self._replies.put(json.loads(line)), end=self._replies.put
-        )
+        self._pump(self._process.stdout, lambda line: self._replies.put(json.loads(line)), end=self._ended)
         self._pump(self._process.stderr, lambda line: log(spec.name, line.rstrip("\n")))
         ready = self._replies.get(timeout=60) or {"errorMessage": "the runtime process exited while starting"}
         if not ready.get("ready"):
@@ -107,9 +108,18 @@ class RuntimeProcess:
 
         threading.Thread(target=run, daemon=True).start()
 
+    def _ended(self, _: None) -> None:
+        self._exited.set()
+        self._replies.put(None)
+
     @property
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._exited.is_set() and self._process.poll() is None
+
+    @property
+    def process(self) -> subprocess.Popen[str]:
+        """The runtime's own OS process."""
+        return self._process
 
     @property
     def pid(self) -> int:

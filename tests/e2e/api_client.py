@@ -7,7 +7,6 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from infra.local.api_gateway import CALLER_HEADER
@@ -93,11 +92,6 @@ def _reply(status: int, headers: dict[str, str], raw: bytes) -> Reply:
     except ValueError:
         body = text
     return Reply(status, {name.lower(): value for name, value in headers.items()}, body)
-
-
-def iso(when: datetime) -> str:
-    """The API's time format: ISO-8601 UTC with milliseconds and `Z`."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def unique_name(purpose: str) -> str:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.api_client import ApiClient, assert_error_shape, http_job, iso
+from tests.e2e.api_client import ApiClient, assert_error_shape, http_job
 from tests.e2e.polling import now_ms
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = pytest.mark.e2e

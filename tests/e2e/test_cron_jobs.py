@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.api_client import ApiClient, arrivals, iso
+from tests.e2e.api_client import ApiClient, arrivals
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, seconds_until, wait_for
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = pytest.mark.e2e

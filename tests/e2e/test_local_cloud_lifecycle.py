@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 from infra.local.cloud import LocalCloud, LocalCloudOptions
-from tests.e2e.api_client import ApiClient, arrivals, http_job, iso
+from tests.e2e.api_client import ApiClient, arrivals, http_job
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, now_ms, seconds_until, wait_for
 from tests.e2e.processes import (
     assert_no_local_cloud_processes_left,
@@ -19,6 +19,7 @@ from tests.e2e.processes import (
     local_cloud_processes,
     proc_available,
 )
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = [

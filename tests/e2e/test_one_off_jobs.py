@@ -9,8 +9,9 @@ import boto3
 import pytest
 
 from infra.local.cloud import LocalCloud
-from tests.e2e.api_client import ApiClient, arrivals, http_job, iso
+from tests.e2e.api_client import ApiClient, arrivals, http_job
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, now_ms, seconds_until, wait_for, wait_until
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = pytest.mark.e2e

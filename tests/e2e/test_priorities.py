@@ -8,9 +8,10 @@ from functools import partial
 
 import pytest
 
-from tests.e2e.api_client import PRIORITIES, ApiClient, arrivals, http_job, iso
+from tests.e2e.api_client import PRIORITIES, ApiClient, arrivals, http_job
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, now_ms, seconds_until, wait_for
 from tests.e2e.queue_tap import QueueTap
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 pytestmark = pytest.mark.e2e

@@ -55,6 +55,7 @@ from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 NORMAL_ARN = "arn:aws:sqs:us-east-1:123456789012:scheduler-normal"
@@ -76,24 +77,18 @@ def worker_knows_its_queues(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyP
     settings_from_env.cache_clear()
 
 
-def mark(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def hook(receiver: WebhookReceiver, schedule: dict[str, str], **extra: Any) -> dict[str, Any]:
     target = {"type": "HTTP", "url": receiver.url} | extra.pop("target", {})
     return {"name": "guarded", "schedule": schedule, "target": target} | extra
 
 
 def at(when: datetime) -> dict[str, str]:
-    return {"at": mark(when)}
+    return {"at": iso(when)}
 
 
 def runs_of(cloud: SchedulerHarness, job_id: str) -> list[dict[str, Any]]:
     """The job's runs, oldest first."""
-    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs?limit=100")
-    assert reply.status == 200, reply.body
-    return list(reversed(reply.body["items"]))
+    return list(reversed(cloud.runs(job_id, "?limit=100")))
 
 
 def only_run(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
@@ -155,8 +150,7 @@ def test_a_poller_that_dies_between_claim_and_send_leaves_the_run_to_the_watchdo
     cloud.poll()  # the deployed poller has run: the shards' watermarks exist
     fire_at = clock.now() + timedelta(minutes=10)  # beyond the lookahead: the create claims nothing
     job = cloud.create(hook(receiver, at(fire_at)))
-    dying = build_dispatcher(cloud.settings, cloud.clients, clock)
-    dying._queue = DiesBeforeSending()
+    dying = build_dispatcher(cloud.settings, cloud.clients, clock, queue=DiesBeforeSending())
 
     clock.move_to(fire_at - timedelta(seconds=90))
     deaths = 0
@@ -446,7 +440,7 @@ def test_two_pollers_with_clocks_30_seconds_apart_claim_each_firing_once(
     assert {"fast", "true"} <= {poller for pollers in claimed_by.values() for poller in pollers}
     cron_runs = [run for run in runs_of(cloud, cron["job_id"]) if run["status"] == "SUCCEEDED"]
     assert [run["scheduled_for"] for run in cron_runs] == [
-        mark(start + timedelta(minutes=k))
+        iso(start + timedelta(minutes=k))
         for k in range(9)  # 10:01 .. 10:09
     ]
     assert {run["lateness_ms"] for run in cron_runs} == {0}  # taken at the mark, skew or not
@@ -454,13 +448,13 @@ def test_two_pollers_with_clocks_30_seconds_apart_claim_each_firing_once(
     rate_marks = [
         run["scheduled_for"] for run in runs_of(cloud, rate["job_id"]) if run["status"] == "SUCCEEDED"
     ]
-    assert rate_marks == [mark(created + timedelta(minutes=2 * k)) for k in range(1, 5)]
+    assert rate_marks == [iso(created + timedelta(minutes=2 * k)) for k in range(1, 5)]
     for job in one_offs:
         assert only_run(cloud, job["job_id"])["status"] == "SUCCEEDED"
     # Every run due by the end succeeded; the only others are claimed ahead, still waiting.
     every_run = [run for job in (cron, rate, *one_offs) for run in runs_of(cloud, job["job_id"])]
-    assert {run["status"] for run in every_run if run["scheduled_for"] <= mark(end)} == {"SUCCEEDED"}
-    assert {run["status"] for run in every_run if run["scheduled_for"] > mark(end)} <= {"PENDING"}
+    assert {run["status"] for run in every_run if run["scheduled_for"] <= iso(end)} == {"SUCCEEDED"}
+    assert {run["status"] for run in every_run if run["scheduled_for"] > iso(end)} <= {"PENDING"}
     succeeded = {run["run_id"] for run in every_run if run["status"] == "SUCCEEDED"}
     assert sorted(r.headers["idempotency-key"] for r in receiver.requests) == sorted(succeeded)
     assert all(run["attempt"] == 1 for run in every_run)
@@ -503,19 +497,19 @@ def test_ten_minutes_without_a_poller_lose_nothing_and_collapse_missed_recurring
 
     cron_runs = runs_of(cloud, cron["job_id"])
     expected_cron = [1, 2, 3, 11, 12, 13, 14]  # 10:04 .. 10:10 missed: one run at 10:11
-    due_cron = [run for run in cron_runs if run["scheduled_for"] <= mark(end)]
+    due_cron = [run for run in cron_runs if run["scheduled_for"] <= iso(end)]
     assert [run["scheduled_for"] for run in due_cron] == [
-        mark(base + timedelta(minutes=k)) for k in expected_cron
+        iso(base + timedelta(minutes=k)) for k in expected_cron
     ]
-    late = next(run for run in due_cron if run["scheduled_for"] == mark(base + timedelta(minutes=11)))
+    late = next(run for run in due_cron if run["scheduled_for"] == iso(base + timedelta(minutes=11)))
     assert late["lateness_ms"] == 10_000
-    rate_runs = [run for run in runs_of(cloud, rate["job_id"]) if run["scheduled_for"] <= mark(end)]
+    rate_runs = [run for run in runs_of(cloud, rate["job_id"]) if run["scheduled_for"] <= iso(end)]
     # 10:03:30, 10:06:30 and 10:09:30 missed: one run at 10:09:30, then 10:12:30 on time.
-    assert [run["scheduled_for"] for run in rate_runs] == [mark(t0 + timedelta(minutes=k)) for k in (9, 12)]
+    assert [run["scheduled_for"] for run in rate_runs] == [iso(t0 + timedelta(minutes=k)) for k in (9, 12)]
     assert [run["lateness_ms"] for run in rate_runs] == [100_000, 0]
     for job, when in zip(missed, during, strict=True):
         run = only_run(cloud, job["job_id"])
-        assert (run["scheduled_for"], run["status"]) == (mark(when), "SUCCEEDED")
+        assert (run["scheduled_for"], run["status"]) == (iso(when), "SUCCEEDED")
         assert run["lateness_ms"] == to_ms(base + timedelta(minutes=11, seconds=10)) - to_ms(when)
     assert only_run(cloud, after["job_id"])["lateness_ms"] == 0
 
@@ -591,7 +585,7 @@ def test_a_claim_dynamodb_throttles_is_made_by_a_later_poll(
     tries = len(CONTENTION_PAUSES_MS) + 1
     with refusing(cloud.clients.dynamodb(), "TransactWriteItems", status, reply) as refused:
         job = cloud.create(hook(receiver, at(fire_at)))
-        assert job["next_fire_at"] == mark(fire_at)  # not claimed: left to the poller
+        assert job["next_fire_at"] == iso(fire_at)  # not claimed: left to the poller
         assert refused == [tries]
         clock.advance(20)
         reports = cloud.poll()
@@ -753,7 +747,7 @@ def test_a_run_that_cannot_succeed_fails_once_with_one_dlq_record(
     letter = DeadLetter.model_validate(record)
     assert (letter.kind, letter.run_id, letter.job_id) == ("RUN_FAILED", run_id, job["job_id"])
     assert (letter.attempts, letter.last_error, letter.response_code) == (attempts, final["error"], last)
-    assert letter.scheduled_for == mark(fire_at)
+    assert letter.scheduled_for == iso(fire_at)
     assert letter.message.run_id == run_id
     assert letter.message.attempt == attempts
     assert letter.message.scheduled_for_ms == to_ms(fire_at)
@@ -907,7 +901,7 @@ def test_retrying_a_failed_run_starts_a_fresh_round_of_attempts(
     reply = cloud.call("POST", f"{run_path}/retry")
     assert reply.status == 202, reply.body
     assert (reply.body["status"], reply.body["trigger"], reply.body["attempt"]) == ("RETRYING", "RETRY", 3)
-    assert reply.body["next_attempt_at"] == mark(clock.now())
+    assert reply.body["next_attempt_at"] == iso(clock.now())
     assert reply.body["finished_at"] is None
     assert cloud.call("POST", f"{run_path}/retry").status == 409  # not FAILED any more
 

@@ -3,31 +3,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import http_job, iso
 from tests.support.receiver import WebhookReceiver
-
-
-def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def http_job(receiver: WebhookReceiver, **schedule: str) -> dict[str, object]:
-    return {
-        "name": "ping",
-        "schedule": schedule,
-        "target": {"type": "HTTP", "url": receiver.url},
-        "payload": {"hello": "world", "n": 1.5},
-    }
 
 
 def test_one_off_job_reaches_its_webhook_with_the_scheduler_headers(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(minutes=10)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)) | {"priority": "HIGH"})
+    job = cloud.create(
+        http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at)) | {"priority": "HIGH"}
+    )
     assert job["next_fire_at"] == iso(fire_at)
 
     clock.move_to(fire_at - timedelta(seconds=90))
@@ -57,7 +47,9 @@ def test_a_claimed_run_waits_on_the_queue_of_its_priority_until_its_second(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(minutes=5, seconds=30)
-    cloud.create(http_job(receiver, at=iso(fire_at)) | {"priority": "LOW"})
+    cloud.create(
+        http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at)) | {"priority": "LOW"}
+    )
     clock.move_to(fire_at - timedelta(seconds=100))
     claimed = sum(len(report.claimed) for report in cloud.poll())
     assert claimed == 1
@@ -78,7 +70,7 @@ def test_a_job_due_within_the_lookahead_is_enqueued_at_create_time(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=20)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    job = cloud.create(http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at)))
     assert job["next_fire_at"] is None  # claimed already: nothing left in the due index
     assert job["version"] == 2
 
@@ -92,7 +84,7 @@ def test_cancel_before_fire_means_no_delivery(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(minutes=10)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    job = cloud.create(http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at)))
     cancelled = cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
     assert cancelled.status == 200
     assert cancelled.body["status"] == "CANCELLED"
@@ -110,7 +102,9 @@ def test_cancel_after_the_claim_cancels_the_run_instead_of_delivering_it(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=30)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # claimed and enqueued at create
+    job = cloud.create(
+        http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at))
+    )  # claimed and enqueued at create
     cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
 
     clock.move_to(fire_at)
@@ -125,7 +119,7 @@ def test_failed_target_marks_the_run_failed_with_the_reason(
 ) -> None:
     receiver.respond_with(404)
     fire_at = clock.now() + timedelta(seconds=5)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    job = cloud.create(http_job(receiver, payload={"hello": "world", "n": 1.5}, at=iso(fire_at)))
     clock.move_to(fire_at)
     cloud.deliver()
     [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]

@@ -20,14 +20,11 @@ from scheduler_core.messages import RunMessage
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import Settings
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 # Runs of one job that come due together (late ones with the current one) run side by side.
 ALLOW_OVERLAP: dict[str, Any] = {"concurrency": {"overlap": "ALLOW"}}
-
-
-def mark(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def hook(receiver: WebhookReceiver, **schedule: str) -> dict[str, Any]:
@@ -48,13 +45,13 @@ def test_a_cron_missed_through_an_outage_fires_once_at_its_newest_mark(
     cloud.deliver()
 
     late = [r.headers["x-scheduler-scheduled-for"] for r in receiver.requests[2:]]
-    assert late == [mark(datetime(2026, 11, 21, 10, 33, tzinfo=UTC))]  # one run, not thirty
+    assert late == [iso(datetime(2026, 11, 21, 10, 33, tzinfo=UTC))]  # one run, not thirty
     # Then on schedule again: the next marks are claimed ahead as usual.
-    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == mark(
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == iso(
         datetime(2026, 11, 21, 10, 36, tzinfo=UTC)
     )
     runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs?limit=100").body["items"]
-    late_run = next(r for r in runs if r["scheduled_for"] == mark(datetime(2026, 11, 21, 10, 33, tzinfo=UTC)))
+    late_run = next(r for r in runs if r["scheduled_for"] == iso(datetime(2026, 11, 21, 10, 33, tzinfo=UTC)))
     assert late_run["status"] == "SUCCEEDED"
     assert late_run["lateness_ms"] == 20_000
 
@@ -111,7 +108,7 @@ def test_claims_made_before_a_throttle_are_still_enqueued_and_the_rest_waits(
     clock.move_to(start + timedelta(minutes=4))
     cloud.deliver()
     delivered = sorted(r.headers["x-scheduler-scheduled-for"] for r in receiver.requests)
-    assert delivered == [mark(start + timedelta(minutes=k)) for k in (1, 2, 3, 4)]
+    assert delivered == [iso(start + timedelta(minutes=k)) for k in (1, 2, 3, 4)]
     runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
     assert len(runs) == 4  # every claimed run delivered, none lost, none twice
 
@@ -246,7 +243,7 @@ def test_an_at_slightly_in_the_past_fires_at_once_and_reports_its_lateness(
     job = cloud.create(hook(receiver, at=at.isoformat()))
     cloud.deliver()
     [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
-    assert run["scheduled_for"] == mark(at)
+    assert run["scheduled_for"] == iso(at)
     assert run["run_id"] == f"{job['job_id']}:{to_ms(at)}"
     assert run["lateness_ms"] == 20_000
 

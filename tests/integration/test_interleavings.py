@@ -115,8 +115,9 @@ class World:
                 continue
             # Its claims stand, their messages are never sent, the rest of its poll never
             # happens (so it promises nothing about what it should have claimed).
-            dying = build_dispatcher(self.cloud.settings, self.cloud.clients, self.clock)
-            dying._queue = DiesBeforeSending()
+            dying = build_dispatcher(
+                self.cloud.settings, self.cloud.clients, self.clock, queue=DiesBeforeSending()
+            )
             try:
                 dying.poll_shard(each)
             except PollerDied:

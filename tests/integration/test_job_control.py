@@ -15,26 +15,14 @@ from scheduler_core.entities import Job, Run
 from scheduler_core.ports import Delivery
 from tests.support.events import BOB
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import http_job, iso
 from tests.support.receiver import WebhookReceiver
 
 MINUTE = timedelta(minutes=1)
 
 
-def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def ms(when: datetime) -> int:
     return int(when.timestamp() * 1000)
-
-
-def http_job(receiver: WebhookReceiver, **schedule: str) -> dict[str, Any]:
-    return {
-        "name": "ping",
-        "schedule": schedule,
-        "target": {"type": "HTTP", "url": receiver.url},
-        "payload": {"n": 1},
-    }
 
 
 def job_of(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
@@ -42,13 +30,6 @@ def job_of(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
     assert reply.status == 200, reply.body
     job: dict[str, Any] = reply.body
     return job
-
-
-def runs_of(cloud: SchedulerHarness, job_id: str, query: str = "") -> list[dict[str, Any]]:
-    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs{query}")
-    assert reply.status == 200, reply.body
-    runs: list[dict[str, Any]] = reply.body["items"]
-    return runs
 
 
 def post(cloud: SchedulerHarness, job_id: str, action: str, status: int = 200) -> Any:
@@ -62,19 +43,15 @@ def next_minute(clock: FrozenClock) -> datetime:
     return now.replace(second=0, microsecond=0) + MINUTE
 
 
-def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.api_store
-    assert isinstance(store, DynamoJobStore)
-    return store
-
-
 # --- pause ------------------------------------------------------------------------------------
 
 
 def test_pause_takes_the_job_out_of_the_due_index_and_pausing_again_changes_nothing(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))  # next at 11:00, not claimed yet
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="0 * * * *")
+    )  # next at 11:00, not claimed yet
 
     paused = post(cloud, job["job_id"], "pause")
     assert paused["status"] == "PAUSED"
@@ -88,20 +65,20 @@ def test_pause_takes_the_job_out_of_the_due_index_and_pausing_again_changes_noth
     assert sum(len(report.claimed) for report in cloud.poll()) == 0
     cloud.deliver()
     assert receiver.requests == []
-    assert runs_of(cloud, job["job_id"]) == []
+    assert cloud.runs(job["job_id"]) == []
 
 
 def test_a_run_claimed_before_the_pause_is_set_aside_when_its_time_comes_while_paused(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=20)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # claimed and queued at create
+    job = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(fire_at)))  # claimed and queued at create
     post(cloud, job["job_id"], "pause")
 
     clock.move_to(fire_at)
     assert cloud.deliver() == 1
     assert receiver.requests == []
-    [run] = runs_of(cloud, job["job_id"])
+    [run] = cloud.runs(job["job_id"])
     assert (run["status"], run["attempt"]) == ("PENDING", 1)  # waits for the resume to decide
 
     # While the job stays paused, the watchdog only looks again now and then; it sends nothing.
@@ -114,7 +91,7 @@ def test_a_run_claimed_before_the_pause_is_set_aside_when_its_time_comes_while_p
     post(cloud, job["job_id"], "resume")
     assert cloud.deliver() == 1
     assert len(receiver.requests) == 1
-    statuses = sorted(r["status"] for r in runs_of(cloud, job["job_id"]))
+    statuses = sorted(r["status"] for r in cloud.runs(job["job_id"]))
     assert statuses == ["CANCELLED", "SUCCEEDED"]
     assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
@@ -122,10 +99,10 @@ def test_a_run_claimed_before_the_pause_is_set_aside_when_its_time_comes_while_p
 def test_pausing_a_cancelled_or_completed_job_is_a_409(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    cancelled = cloud.create(http_job(receiver, cron="0 * * * *"))
+    cancelled = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     cloud.call("DELETE", f"/v1/jobs/{cancelled['job_id']}")
     fire_at = clock.now() + timedelta(seconds=10)
-    completed = cloud.create(http_job(receiver, at=iso(fire_at)))
+    completed = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(fire_at)))
     clock.move_to(fire_at)
     cloud.deliver()
     assert job_of(cloud, completed["job_id"])["status"] == "COMPLETED"
@@ -143,7 +120,9 @@ def test_pausing_a_cancelled_or_completed_job_is_a_409(
 def test_firings_missed_while_paused_fire_once_at_the_resume(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed at create
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="* * * * *")
+    )  # 10:01 and 10:02 claimed at create
     job_id = job["job_id"]
     post(cloud, job_id, "pause")
 
@@ -163,7 +142,7 @@ def test_firings_missed_while_paused_fire_once_at_the_resume(
     assert request.headers["x-scheduler-run-id"] == catch_up
     # The schedule carries on from its first firing after the resume (claimed at once: due soon).
     assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 13, tzinfo=UTC))
-    runs = runs_of(cloud, job_id)
+    runs = cloud.runs(job_id)
     assert [(r["run_id"], r["status"], r["trigger"]) for r in runs] == [
         (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 12, tzinfo=UTC))}", "PENDING", "SCHEDULE"),
         (f"{job_id}:{ms(datetime(2026, 11, 21, 10, 11, tzinfo=UTC))}", "PENDING", "SCHEDULE"),
@@ -180,7 +159,9 @@ def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     # 10:01 and 10:02 claimed, then delivered together (overlap ALLOW: both run).
-    job = cloud.create(http_job(receiver, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}})
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}}
+    )
     post(cloud, job["job_id"], "pause")
     clock.advance(10)
     resumed = post(cloud, job["job_id"], "resume")
@@ -199,7 +180,7 @@ def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_c
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(minutes=10)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(fire_at)))
     post(cloud, job["job_id"], "pause")
 
     clock.move_to(fire_at + timedelta(minutes=5))
@@ -216,7 +197,7 @@ def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_c
 
 def pause_during_the_call(cloud: SchedulerHarness, job_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pause the job while its worker calls the target (after the worker's last check of it)."""
-    targets = cloud.executor._targets
+    targets = cloud.worker_targets
     deliver = targets.deliver
 
     def pause_then_deliver(job: Job, run: Run) -> Delivery:
@@ -244,14 +225,14 @@ def test_a_one_off_paused_while_its_run_calls_the_target_completes_when_the_run_
     run_status: str,
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=10)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)) | {"retry": retry})
+    job = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(fire_at)) | {"retry": retry})
     pause_during_the_call(cloud, job["job_id"], monkeypatch)
     receiver.respond_with(answer)
 
     clock.move_to(fire_at)
     assert cloud.deliver() == 1
     assert len(receiver.requests) == 1
-    assert [run["status"] for run in runs_of(cloud, job["job_id"])] == [run_status]
+    assert [run["status"] for run in cloud.runs(job["job_id"])] == [run_status]
     assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
     reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/resume")
@@ -265,7 +246,9 @@ def test_a_window_paused_while_its_last_run_calls_the_target_completes_when_the_
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     last = datetime(2026, 11, 21, 10, 2, tzinfo=UTC)
-    job = cloud.create(http_job(receiver, cron="* * * * *", end_at=iso(last)))  # 10:01, 10:02 claimed
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="* * * * *", end_at=iso(last))
+    )  # 10:01, 10:02 claimed
     clock.move_to(last - MINUTE)
     assert cloud.deliver() == 1
     assert job_of(cloud, job["job_id"])["status"] == "SCHEDULED"
@@ -273,7 +256,7 @@ def test_a_window_paused_while_its_last_run_calls_the_target_completes_when_the_
     pause_during_the_call(cloud, job["job_id"], monkeypatch)
     clock.move_to(last)
     assert cloud.deliver() == 1
-    assert [run["status"] for run in runs_of(cloud, job["job_id"])] == ["SUCCEEDED", "SUCCEEDED"]
+    assert [run["status"] for run in cloud.runs(job["job_id"])] == ["SUCCEEDED", "SUCCEEDED"]
     assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
 
 
@@ -292,17 +275,17 @@ def test_a_job_paused_while_a_run_calls_the_target_stays_paused_with_firings_lef
     monkeypatch: pytest.MonkeyPatch,
     schedule: dict[str, str],
 ) -> None:
-    job = cloud.create(http_job(receiver, **schedule))  # 10:01 and 10:02 claimed at create
-    kept = store_of(cloud).get_job(job["job_id"])
+    job = cloud.create(http_job(receiver, payload={"n": 1}, **schedule))  # 10:01 and 10:02 claimed at create
+    kept = cloud.api_store.get_job(job["job_id"])
     assert kept is not None
     pause_during_the_call(cloud, job["job_id"], monkeypatch)
 
     clock.move_to(datetime(2026, 11, 21, 10, 1, tzinfo=UTC))
     assert cloud.deliver() == 1
     assert len(receiver.requests) == 1
-    assert runs_of(cloud, job["job_id"], "?status=SUCCEEDED")[0]["scheduled_for"] == iso(clock.now())
+    assert cloud.runs(job["job_id"], "?status=SUCCEEDED")[0]["scheduled_for"] == iso(clock.now())
     assert job_of(cloud, job["job_id"])["status"] == "PAUSED"
-    paused = store_of(cloud).get_job(job["job_id"])
+    paused = cloud.api_store.get_job(job["job_id"])
     assert paused is not None
     assert paused.next_fire_at == kept.next_fire_at  # where a resume carries on from
     assert post(cloud, job["job_id"], "resume")["status"] == "SCHEDULED"
@@ -314,7 +297,7 @@ def test_a_job_paused_while_a_run_calls_the_target_stays_paused_with_firings_lef
 def test_trigger_runs_the_job_now_through_the_queue_and_leaves_its_schedule(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *") | {"priority": "HIGH"})
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *") | {"priority": "HIGH"})
     clock.advance(5)
     now = clock.now()
 
@@ -339,14 +322,16 @@ def test_trigger_runs_the_job_now_through_the_queue_and_leaves_its_schedule(
 def test_a_manual_run_never_takes_the_id_of_a_firing(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="*/5 * * * *"))  # next 10:05, not claimed yet
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="*/5 * * * *")
+    )  # next 10:05, not claimed yet
     firing = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     clock.move_to(firing)  # no poll ran: the firing is due and unclaimed
 
     run = post(cloud, job["job_id"], "trigger", status=202)
     assert run["run_id"] == f"{job['job_id']}:{ms(firing) + 1}"
     cloud.poll()  # the firing is claimed under its own id
-    assert {r["run_id"] for r in runs_of(cloud, job["job_id"])} == {
+    assert {r["run_id"] for r in cloud.runs(job["job_id"])} == {
         run["run_id"],
         f"{job['job_id']}:{ms(firing)}",
     }
@@ -357,7 +342,7 @@ def test_a_manual_run_never_takes_the_id_of_a_firing(
 def test_a_paused_job_can_be_triggered_and_its_manual_run_goes_on(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     post(cloud, job["job_id"], "pause")
     run = post(cloud, job["job_id"], "trigger", status=202)
 
@@ -370,7 +355,7 @@ def test_a_manual_run_of_a_one_off_does_not_complete_it(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=30)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # claimed: nothing left to fire
+    job = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(fire_at)))  # claimed: nothing left to fire
     post(cloud, job["job_id"], "trigger", status=202)
     cloud.deliver()
     assert len(receiver.requests) == 1
@@ -388,7 +373,9 @@ def test_a_run_in_flight_delivers_the_job_as_patched(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     fire_at = clock.now() + timedelta(seconds=30)
-    job = cloud.create(http_job(receiver, at=iso(fire_at)))  # its run is on the queue already
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, at=iso(fire_at))
+    )  # its run is on the queue already
     patch = {
         "payload": {"n": 2},
         "target": {"type": "HTTP", "url": f"{receiver.url}/v2", "method": "PUT"},
@@ -411,7 +398,9 @@ def test_a_new_schedule_moves_the_job_in_the_due_index_and_drops_claims_it_does_
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     # 10:01 and 10:02 claimed; 10:02 is delivered late, with 10:04 (overlap ALLOW: both run).
-    job = cloud.create(http_job(receiver, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}})
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="* * * * *") | {"concurrency": {"overlap": "ALLOW"}}
+    )
     job_id = job["job_id"]
 
     reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"cron": "*/2 * * * *"}})
@@ -419,7 +408,7 @@ def test_a_new_schedule_moves_the_job_in_the_due_index_and_drops_claims_it_does_
     # 10:02 is a firing of the new schedule too: its run keeps its place. 10:04 is next; it
     # is beyond the lookahead, so it waits in the due index.
     assert reply.body["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 4, tzinfo=UTC))
-    runs = {r["scheduled_for"]: r["status"] for r in runs_of(cloud, job_id)}
+    runs = {r["scheduled_for"]: r["status"] for r in cloud.runs(job_id)}
     assert runs == {"2026-11-21T10:02:00.000Z": "PENDING", "2026-11-21T10:01:00.000Z": "CANCELLED"}
 
     clock.move_to(datetime(2026, 11, 21, 10, 4, tzinfo=UTC))
@@ -435,7 +424,7 @@ def test_a_new_schedule_moves_the_job_in_the_due_index_and_drops_claims_it_does_
 def test_a_new_schedule_due_within_the_lookahead_is_claimed_at_once(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     fire_at = clock.now() + timedelta(seconds=40)
 
     reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"at": iso(fire_at)}})
@@ -449,9 +438,9 @@ def test_a_new_schedule_due_within_the_lookahead_is_claimed_at_once(
 def test_a_patch_racing_a_claim_neither_loses_nor_doubles_it(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="*/5 * * * *"))  # next 10:05
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="*/5 * * * *"))  # next 10:05
     clock.move_to(datetime(2026, 11, 21, 10, 3, 30, tzinfo=UTC))
-    store = store_of(cloud)
+    store = cloud.api_store
     original = store.update_job_if_unchanged
     writes: list[int] = []
 
@@ -477,7 +466,7 @@ def test_a_patch_racing_a_claim_neither_loses_nor_doubles_it(
 def test_if_match_names_the_version_the_patch_applies_to(
     cloud: SchedulerHarness, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     path = f"/v1/jobs/{job['job_id']}"
 
     stale = cloud.call("PATCH", path, {"name": "b"}, headers={"If-Match": f'"{job["version"] - 1}"'})
@@ -492,7 +481,7 @@ def test_if_match_names_the_version_the_patch_applies_to(
 def test_patching_a_cancelled_or_completed_job_is_a_409(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
     reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"name": "again"})
     assert reply.status == 409, reply.body
@@ -503,7 +492,7 @@ def test_patching_a_cancelled_or_completed_job_is_a_409(
 def test_a_paused_job_takes_a_new_schedule_and_resumes_on_it(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     post(cloud, job["job_id"], "pause")
     reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"cron": "30 10 * * *"}})
     assert reply.status == 200, reply.body
@@ -511,11 +500,11 @@ def test_a_paused_job_takes_a_new_schedule_and_resumes_on_it(
 
     resumed = post(cloud, job["job_id"], "resume")  # at 10:00:30, before 10:30: nothing missed
     assert resumed["next_fire_at"] == iso(datetime(2026, 11, 21, 10, 30, tzinfo=UTC))
-    assert runs_of(cloud, job["job_id"]) == []
+    assert cloud.runs(job["job_id"]) == []
 
 
 def test_another_tenant_cannot_change_a_job(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     path = f"/v1/jobs/{job['job_id']}"
     assert cloud.call("PATCH", path, {"name": "x"}, caller=BOB).status == 404
     for action in ("pause", "resume", "trigger"):
@@ -529,11 +518,11 @@ def test_another_tenant_cannot_change_a_job(cloud: SchedulerHarness, receiver: W
 def test_cancel_cancels_the_waiting_runs_at_once(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *"))  # 10:01 and 10:02 claimed
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="* * * * *"))  # 10:01 and 10:02 claimed
 
     cancelled = cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
     assert cancelled.status == 200
-    assert [r["status"] for r in runs_of(cloud, job["job_id"])] == ["CANCELLED", "CANCELLED"]
+    assert [r["status"] for r in cloud.runs(job["job_id"])] == ["CANCELLED", "CANCELLED"]
     clock.move_to(datetime(2026, 11, 21, 10, 3, tzinfo=UTC))
     assert cloud.deliver() == 2  # their messages come and are dropped
     assert receiver.requests == []
@@ -545,7 +534,9 @@ def test_cancel_cancels_the_waiting_runs_at_once(
 def test_runs_filter_by_status_newest_first_across_pages(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *") | {"retry": {"max_attempts": 1}})
+    job = cloud.create(
+        http_job(receiver, payload={"n": 1}, cron="0 * * * *") | {"retry": {"max_attempts": 1}}
+    )
     job_id = job["job_id"]
     triggered = []
     for status in (500, 200, 500, 200, 200):
@@ -554,7 +545,7 @@ def test_runs_filter_by_status_newest_first_across_pages(
         cloud.deliver()
         clock.advance(1)
 
-    failed = runs_of(cloud, job_id, "?status=FAILED")
+    failed = cloud.runs(job_id, "?status=FAILED")
     assert [r["run_id"] for r in failed] == [run for run, code in reversed(triggered) if code == 500]
     assert all(r["response_code"] == 500 and r["error"] for r in failed)
     succeeded: list[str] = []
@@ -569,7 +560,7 @@ def test_runs_filter_by_status_newest_first_across_pages(
         if cursor is None:
             break
     assert succeeded == [run for run, code in reversed(triggered) if code == 200]
-    first = runs_of(cloud, job_id, "?status=SUCCEEDED")[0]
+    first = cloud.runs(job_id, "?status=SUCCEEDED")[0]
     shown = ("scheduled_for", "started_at", "finished_at", "lateness_ms", "attempt", "trigger", "error")
     assert set(shown) <= set(first)
 
@@ -648,7 +639,7 @@ def test_a_filtered_listing_reads_a_bounded_number_of_items_per_page(
 def test_a_bad_patch_is_a_400_naming_the_field(
     cloud: SchedulerHarness, receiver: WebhookReceiver, body: dict[str, Any], field: str
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", body)
     assert reply.status == 400, reply.body
     assert reply.body["error"]["code"] == "VALIDATION_ERROR"
@@ -659,7 +650,7 @@ def test_a_bad_patch_is_a_400_naming_the_field(
 def test_a_patch_the_service_refuses_names_the_field(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     path = f"/v1/jobs/{job['job_id']}"
     cases = [
         ({"schedule": {"at": "2020-01-01T00:00:00Z"}}, 422, "schedule.at"),
@@ -686,7 +677,7 @@ def test_a_patch_the_service_refuses_names_the_field(
 def test_bad_run_filters_are_a_400(
     cloud: SchedulerHarness, receiver: WebhookReceiver, path: str, field: str
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     reply = cloud.call("GET", f"/v1/jobs/{job['job_id']}{path}")
     assert reply.status == 400, reply.body
     assert field in [d["field"] for d in reply.body["error"]["details"]]
@@ -706,25 +697,25 @@ def test_retrying_a_failed_run_of_a_paused_job_is_a_409_not_a_silent_wait(
 ) -> None:
     """The worker sets a paused job's runs aside until the resume, whose misfire policy may
     drop them, so a retry accepted while paused would not run when asked, perhaps never."""
-    job = cloud.create(http_job(receiver, cron="* * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="* * * * *"))
     post(cloud, job["job_id"], "pause")
     receiver.respond_with(404)  # final at once: the manual run FAILS
     post(cloud, job["job_id"], "trigger", 202)
     cloud.deliver()
-    [manual] = [run for run in runs_of(cloud, job["job_id"]) if run["trigger"] == "MANUAL"]
+    [manual] = [run for run in cloud.runs(job["job_id"]) if run["trigger"] == "MANUAL"]
     assert manual["status"] == "FAILED"
 
     reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/runs/{manual['run_id']}/retry")
     assert reply.status == 409
     assert "paused" in reply.body["error"]["message"]
-    assert runs_of(cloud, job["job_id"], "?status=FAILED")[0]["run_id"] == manual["run_id"]
+    assert cloud.runs(job["job_id"], "?status=FAILED")[0]["run_id"] == manual["run_id"]
 
 
 def test_patching_a_one_off_away_and_back_to_its_cancelled_time_is_a_409(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     at = clock.now() + timedelta(seconds=90)  # within the lookahead: claimed at create
-    job = cloud.create(http_job(receiver, at=iso(at)))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(at)))
     moved = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"schedule": {"at": iso(at + MINUTE)}})
     assert moved.status == 200, moved.body
 
@@ -739,7 +730,7 @@ def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
 ) -> None:
     store = cloud.poll_store
     assert isinstance(store, DynamoJobStore)
-    broken = cloud.create(http_job(receiver, at=iso(clock.now() + timedelta(seconds=30))))
+    broken = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(clock.now() + timedelta(seconds=30))))
     # Its job item becomes unreadable (stored under older, looser rules, say) while its run waits.
     cloud.clients.dynamodb().update_item(
         TableName=cloud.settings.jobs_table_name,
@@ -747,7 +738,7 @@ def test_one_run_the_watchdog_cannot_handle_does_not_stop_its_shards_poll(
         UpdateExpression="SET spec = :bad",
         ExpressionAttributeValues={":bad": {"S": "{not json"}},
     )
-    later = cloud.create(http_job(receiver, at=iso(clock.now() + timedelta(minutes=5))))
+    later = cloud.create(http_job(receiver, payload={"n": 1}, at=iso(clock.now() + timedelta(minutes=5))))
     clock.advance(4 * 60)  # the broken run's resend timer is up; the later job is within reach
 
     reports = cloud.poll()
@@ -764,12 +755,12 @@ def test_a_firing_paused_while_its_worker_waits_and_resumed_as_it_looks_again_ru
     the job still being paused, so the worker reads again and tries to start; the resume
     found the run not started, past its time, so FIRE_ONCE replaced it with one run now.
     Either way the firing runs once: no second call, nothing skipped."""
-    job_id = cloud.create(http_job(receiver, cron="*/5 * * * *"))["job_id"]
+    job_id = cloud.create(http_job(receiver, payload={"n": 1}, cron="*/5 * * * *"))["job_id"]
     five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     clock.move_to(five - timedelta(seconds=90))
     cloud.poll()
     store = cloud.worker_store
-    real_get_job, real_sleep = store.get_job, cloud.executor._clock.sleep_until
+    real_get_job, real_sleep = store.get_job, cloud.clock.sleep_until
     slept = False
     reads_after = 0
 
@@ -793,11 +784,11 @@ def test_a_firing_paused_while_its_worker_waits_and_resumed_as_it_looks_again_ru
         return job
 
     store.get_job = get_job  # type: ignore[method-assign, assignment]
-    cloud.executor._clock.sleep_until = sleep_until  # type: ignore[method-assign]
+    cloud.clock.sleep_until = sleep_until  # type: ignore[method-assign]
     clock.move_to(five - timedelta(seconds=2))
     cloud.deliver()
     store.get_job = real_get_job  # type: ignore[method-assign]
-    cloud.executor._clock.sleep_until = real_sleep  # type: ignore[method-assign]
+    cloud.clock.sleep_until = real_sleep  # type: ignore[method-assign]
     cloud.deliver()
     clock.move_to(five + timedelta(minutes=16))
     cloud.poll()
@@ -806,7 +797,7 @@ def test_a_firing_paused_while_its_worker_waits_and_resumed_as_it_looks_again_ru
     assert len(called) == len(set(called))  # no firing twice
     stand_in = five + timedelta(seconds=30)
     assert [c for c in called if iso(five) <= c < iso(five + MINUTE)] == [iso(stand_in)]
-    runs = {r["scheduled_for"]: r for r in runs_of(cloud, job_id, "?limit=100")}
+    runs = {r["scheduled_for"]: r for r in cloud.runs(job_id, "?limit=100")}
     assert runs[iso(five)]["status"] == "CANCELLED"  # replaced by the resume's run, never called
     # Called at once (at the resume), not left aside for the watchdog 15 min later.
     assert (runs[iso(stand_in)]["status"], runs[iso(stand_in)]["lateness_ms"]) == ("SUCCEEDED", 0)
@@ -818,19 +809,19 @@ def test_a_new_schedule_while_paused_cancels_the_runs_the_old_one_set_aside(
 ) -> None:
     """A resume counts missed firings on the job's new schedule: a run of the old schedule,
     set aside while paused, is no missed firing of the new one."""
-    job_id = cloud.create(http_job(receiver, cron="*/5 * * * *"))["job_id"]
+    job_id = cloud.create(http_job(receiver, payload={"n": 1}, cron="*/5 * * * *"))["job_id"]
     five = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     clock.move_to(five - timedelta(seconds=90))
     cloud.poll()
     post(cloud, job_id, "pause")
     clock.move_to(five)
     cloud.deliver()
-    assert [r["status"] for r in runs_of(cloud, job_id)] == ["PENDING"]  # set aside
+    assert [r["status"] for r in cloud.runs(job_id)] == ["PENDING"]  # set aside
 
     clock.move_to(five + MINUTE)
     reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"schedule": {"cron": "0 * * * *"}})
     assert reply.status == 200, reply.body
-    assert [r["status"] for r in runs_of(cloud, job_id)] == ["CANCELLED"]
+    assert [r["status"] for r in cloud.runs(job_id)] == ["CANCELLED"]
     post(cloud, job_id, "resume")
     cloud.deliver()
     assert receiver.requests == []  # nothing of the new schedule fell in the pause
@@ -842,7 +833,7 @@ def test_the_api_flushes_the_metrics_its_requests_count(
 ) -> None:
     """A trigger counts RunsTriggered: the API prints it as CloudWatch EMF with its response;
     a request that counts nothing prints no metrics document (and no warning about it)."""
-    job = cloud.create(http_job(receiver, cron="0 * * * *"))
+    job = cloud.create(http_job(receiver, payload={"n": 1}, cron="0 * * * *"))
     capsys.readouterr()
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").status == 200
     assert "_aws" not in capsys.readouterr().out

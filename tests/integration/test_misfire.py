@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.clock import from_ms
 from scheduler_core.dispatch import PollReport
 from scheduler_core.entities import Job, Run
@@ -18,6 +17,7 @@ from scheduler_core.overlap import slots_as_read
 from scheduler_core.ports import Delivery
 from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 # The clock starts at 10:00:30 (conftest): a */5 job's first firing is 10:05.
@@ -25,10 +25,6 @@ from tests.support.receiver import WebhookReceiver
 
 def t(hour: int, minute: int, second: int = 0) -> datetime:
     return datetime(2026, 11, 21, hour, minute, second, tzinfo=UTC)
-
-
-def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def ms(when: datetime) -> int:
@@ -60,13 +56,6 @@ def job_of(cloud: SchedulerHarness, job_id: str) -> dict[str, Any]:
     assert reply.status == 200, reply.body
     job: dict[str, Any] = reply.body
     return job
-
-
-def runs_of(cloud: SchedulerHarness, job_id: str) -> list[dict[str, Any]]:
-    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs?limit=100")
-    assert reply.status == 200, reply.body
-    runs: list[dict[str, Any]] = reply.body["items"]
-    return runs
 
 
 def claimed(reports: list[PollReport]) -> list[datetime]:
@@ -110,7 +99,7 @@ def test_skip_runs_nothing_for_an_outage_and_carries_on_on_time(
     clock.move_to(t(11, 5))
     cloud.deliver()
     assert scheduled_for(receiver) == [iso(t(11, 5))]
-    [run] = runs_of(cloud, job_id)
+    [run] = cloud.runs(job_id, "?limit=100")
     assert (run["scheduled_for"], run["status"], run["lateness_ms"]) == (iso(t(11, 5)), "SUCCEEDED", 0)
 
 
@@ -148,7 +137,7 @@ def test_a_one_off_skipped_through_an_outage_completes_without_a_run(
     clock.move_to(t(10, 45))
     assert claimed(cloud.poll()) == []
     assert job_of(cloud, job["job_id"])["status"] == "COMPLETED"
-    assert runs_of(cloud, job["job_id"]) == []
+    assert cloud.runs(job["job_id"], "?limit=100") == []
 
 
 def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(
@@ -164,7 +153,7 @@ def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(
     assert sorted(r.headers["x-scheduler-run-id"] for r in receiver.requests) == [
         f"{job_id}:{ms(when)}" for when in missed
     ]
-    runs = {run["scheduled_for"]: run for run in runs_of(cloud, job_id)}
+    runs = {run["scheduled_for"]: run for run in cloud.runs(job_id, "?limit=100")}
     for when in missed:
         assert runs[iso(when)]["status"] == "SUCCEEDED"
         assert runs[iso(when)]["lateness_ms"] == ms(t(11, 3, 20)) - ms(when)
@@ -195,7 +184,7 @@ def paused_across_the_half_hour(
     clock.move_to(t(10, 31, 20))
     cloud.poll()
     assert receiver.requests == []
-    [run] = runs_of(cloud, job_id)
+    [run] = cloud.runs(job_id, "?limit=100")
     assert (run["scheduled_for"], run["status"]) == (iso(t(10, 5)), "PENDING")
     reply = cloud.call("POST", f"/v1/jobs/{job_id}/resume")
     assert reply.status == 200, reply.body
@@ -222,7 +211,7 @@ def test_a_resume_under_skip_runs_nothing_and_carries_on_on_time(
     clock.move_to(t(10, 35))
     cloud.deliver()
     assert scheduled_for(receiver) == [iso(t(10, 35))]
-    assert [run["status"] for run in runs_of(cloud, job_id)] == ["SUCCEEDED", "CANCELLED"]
+    assert [run["status"] for run in cloud.runs(job_id, "?limit=100")] == ["SUCCEEDED", "CANCELLED"]
 
 
 def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
@@ -238,7 +227,7 @@ def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
         f"{job_id}:{ms(when)}" for when in missed
     ]
     # 10:05, set aside by the worker while paused, was sent again and ran.
-    runs = {run["scheduled_for"]: run for run in runs_of(cloud, job_id)}
+    runs = {run["scheduled_for"]: run for run in cloud.runs(job_id, "?limit=100")}
     assert [runs[iso(when)]["status"] for when in missed] == ["SUCCEEDED"] * 6
     assert cloud.deliver() == 0
     clock.move_to(t(10, 35))
@@ -255,7 +244,7 @@ def test_a_resume_under_catch_up_leaves_what_is_older_than_its_window(
     )
     assert cloud.deliver() == 2
     assert sorted(scheduled_for(receiver)) == [iso(t(10, 25)), iso(t(10, 30))]
-    runs = {run["scheduled_for"]: run["status"] for run in runs_of(cloud, job_id)}
+    runs = {run["scheduled_for"]: run["status"] for run in cloud.runs(job_id, "?limit=100")}
     assert runs == {iso(t(10, 5)): "CANCELLED", iso(t(10, 25)): "SUCCEEDED", iso(t(10, 30)): "SUCCEEDED"}
 
 
@@ -331,7 +320,7 @@ def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
     clock.move_to(t(10, 5))
     receiver.respond_with(500)  # the first attempt fails: the run waits for its retry
     assert cloud.deliver_batches() == 1  # attempt 1 only: a retry within 2 s shows at once
-    [run] = runs_of(cloud, job_id)
+    [run] = cloud.runs(job_id, "?limit=100")
     assert (run["status"], run["attempt"]) == ("RETRYING", 2)
     assert cloud.call("POST", f"/v1/jobs/{job_id}/pause").status == 200
 
@@ -339,13 +328,13 @@ def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
     clock.move_to(t(10, 9))
     watched = [report.watched for report in cloud.poll() if report.watched]
     assert watched == [{"paused": 1}]
-    [run] = runs_of(cloud, job_id)
+    [run] = cloud.runs(job_id, "?limit=100")
     assert (run["status"], run["attempt"]) == ("RETRYING", 2)
 
     clock.move_to(t(10, 9, 30))
     assert cloud.call("POST", f"/v1/jobs/{job_id}/resume").status == 200
     cloud.deliver()
-    runs = {run["scheduled_for"]: run for run in runs_of(cloud, job_id)}
+    runs = {run["scheduled_for"]: run for run in cloud.runs(job_id, "?limit=100")}
     assert (runs[iso(t(10, 5))]["status"], runs[iso(t(10, 5))]["attempt"]) == ("SUCCEEDED", 2)
     assert scheduled_for(receiver) == [iso(t(10, 5))] * 2
 
@@ -357,14 +346,8 @@ def one_at_a_time(overlap: str) -> dict[str, Any]:
     return {"concurrency": {"max_running": 1, "overlap": overlap}}
 
 
-def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.api_store
-    assert isinstance(store, DynamoJobStore)
-    return store
-
-
 def catch_up_queue(cloud: SchedulerHarness, job_id: str) -> list[int]:
-    job = store_of(cloud).get_job(job_id)
+    job = cloud.api_store.get_job(job_id)
     assert job is not None
     return job.catch_up_queue_ms
 
@@ -391,7 +374,7 @@ def test_caught_up_firings_wait_their_turn_and_run_one_at_a_time_oldest_first(
 
     cloud.deliver()
     assert scheduled_for(receiver) == [iso(when) for when in missed]  # in order, each once
-    runs = [run for run in runs_of(cloud, job_id) if run["scheduled_for"] != iso(t(11, 5))]
+    runs = [run for run in cloud.runs(job_id, "?limit=100") if run["scheduled_for"] != iso(t(11, 5))]
     assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
     assert started_one_after_another(runs)
     assert catch_up_queue(cloud, job_id) == []
@@ -409,9 +392,9 @@ def test_a_caught_up_run_that_ended_before_its_turn_does_not_hold_up_the_queue(
     )
     missed = marks(t(10, 35), t(11, 0))
     cloud.poll()
-    first = store_of(cloud).get_run(job_id, ms(missed[0]))
+    first = cloud.api_store.get_run(job_id, ms(missed[0]))
     assert first is not None
-    assert store_of(cloud).cancel_run_if_not_started(first, clock.now())  # as a change of the job cancels
+    assert cloud.api_store.cancel_run_if_not_started(first, clock.now())  # as a change of the job cancels
 
     cloud.deliver()
     assert scheduled_for(receiver) == [iso(when) for when in missed[1:]]
@@ -428,7 +411,7 @@ def test_a_catch_up_resume_queues_the_missed_firings_for_the_slot(
     assert catch_up_queue(cloud, job_id) == [ms(when) for when in missed]
     cloud.deliver()
     assert scheduled_for(receiver) == [iso(when) for when in missed]
-    runs = runs_of(cloud, job_id)
+    runs = cloud.runs(job_id, "?limit=100")
     assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
     assert started_one_after_another(runs)
 
@@ -447,7 +430,7 @@ def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_qu
     under SKIP it holds nothing back, and the caught-up firings of an outage all run."""
     cloud.poll()
     job_id = cloud.create(caught_up_every_five(receiver, **one_at_a_time("BUFFER_ONE")))["job_id"]
-    store = store_of(cloud)
+    store = cloud.api_store
     clock.move_to(t(10, 3, 30))
     cloud.poll()
     clock.move_to(t(10, 5))
@@ -476,7 +459,7 @@ def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_qu
     assert store.finish_run_if_held(started, owner, RunStatus.SUCCEEDED, clock.now())
     patch = {"concurrency": {"overlap": "SKIP", "max_running": 1}}
     assert cloud.call("PATCH", f"/v1/jobs/{job_id}", patch).status == 200
-    assert store_of(cloud).get_job(job_id).buffered_run_ms == ms(t(10, 10))  # type: ignore[union-attr]
+    assert cloud.api_store.get_job(job_id).buffered_run_ms == ms(t(10, 10))  # type: ignore[union-attr]
 
     clock.move_to(t(11, 3, 20))  # an outage: 10:15 ... 11:00 missed, the last 30 min caught up
     cloud.poll()
@@ -497,7 +480,7 @@ def test_a_caught_up_runs_retry_waits_for_the_slot_instead_of_being_skipped(
     clock.move_to(t(11, 3, 20))
     cloud.poll()
     receiver.respond_with(500)
-    real_deliver = cloud.executor._targets.deliver
+    real_deliver = cloud.worker_targets.deliver
     calls = 0
 
     def deliver(job: Job, run: Run) -> Delivery:
@@ -508,14 +491,14 @@ def test_a_caught_up_runs_retry_waits_for_the_slot_instead_of_being_skipped(
             cloud.deliver()
         return real_deliver(job, run)
 
-    cloud.executor._targets.deliver = deliver  # type: ignore[method-assign]
+    cloud.worker_targets.deliver = deliver  # type: ignore[method-assign]
     cloud.deliver()
-    cloud.executor._targets.deliver = real_deliver  # type: ignore[method-assign]
+    cloud.worker_targets.deliver = real_deliver  # type: ignore[method-assign]
     cloud.deliver()
-    first = store_of(cloud).get_run(job_id, ms(t(10, 35)))
+    first = cloud.api_store.get_run(job_id, ms(t(10, 35)))
     assert first is not None
     assert (first.status, first.attempt) == (RunStatus.SUCCEEDED, 2)
-    runs = [run for run in runs_of(cloud, job_id) if run["scheduled_for"] != iso(t(11, 5))]
+    runs = [run for run in cloud.runs(job_id, "?limit=100") if run["scheduled_for"] != iso(t(11, 5))]
     assert [run["status"] for run in runs] == ["SUCCEEDED"] * 6
 
 
@@ -528,7 +511,7 @@ def test_two_slots_given_back_together_start_two_caught_up_runs(
     for its timer while a slot sits idle."""
     cloud.poll()
     job_id = cloud.create(caught_up_every_five(receiver, concurrency={"max_running": 2}))["job_id"]
-    store, lifecycle = store_of(cloud), cloud.executor._lifecycle
+    store, lifecycle = cloud.api_store, cloud.worker_lifecycle
     clock.move_to(t(11, 3, 20))
     cloud.poll()
     job = store.get_job(job_id)
@@ -574,17 +557,17 @@ def test_two_slots_given_back_together_start_two_caught_up_runs(
         return read
 
     waiting_while_c_runs: list[str] = []
-    real_deliver = cloud.executor._targets.deliver
+    real_deliver = cloud.worker_targets.deliver
 
     def deliver(job_now: Job, run: Run) -> Delivery:
         waiting_while_c_runs.extend(json.loads(m["Body"])["run_id"] for m in receive(visibility=0))
         return real_deliver(job_now, run)
 
     cloud.worker_store.get_job = get_job  # type: ignore[method-assign, assignment]
-    cloud.executor._targets.deliver = deliver  # type: ignore[method-assign, assignment]
+    cloud.worker_targets.deliver = deliver  # type: ignore[method-assign, assignment]
     cloud.invoke_worker(receive(count=1), url, arn)  # C's first wake-up message
     cloud.worker_store.get_job = real_get_job  # type: ignore[method-assign]
-    cloud.executor._targets.deliver = real_deliver  # type: ignore[method-assign]
+    cloud.worker_targets.deliver = real_deliver  # type: ignore[method-assign]
     assert f"{job_id}:{d_ms}" in waiting_while_c_runs
     cloud.deliver()
     assert catch_up_queue(cloud, job_id) == []

@@ -12,22 +12,18 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.messages import RunMessage
 from scheduler_core.outcomes import Outcome
 from scheduler_core.overlap import slots_as_read
 from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
 
 def at(minute: int, second: int = 0) -> datetime:
     return datetime(2026, 11, 21, 10, minute, second, tzinfo=UTC)
-
-
-def mark(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def every_minute(receiver: WebhookReceiver, **concurrency: Any) -> dict[str, Any]:
@@ -39,30 +35,22 @@ def every_minute(receiver: WebhookReceiver, **concurrency: Any) -> dict[str, Any
     return body | ({"concurrency": concurrency} if concurrency else {})
 
 
-def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.api_store
-    assert isinstance(store, DynamoJobStore)
-    return store
-
-
 def slots(cloud: SchedulerHarness, job_id: str) -> tuple[int, int | None]:
     """The job's running slots taken, and the run (by time in ms) waiting for one."""
-    job = store_of(cloud).get_job(job_id)
+    job = cloud.api_store.get_job(job_id)
     assert job is not None
     return job.running_count, job.buffered_run_ms
 
 
 def runs_of(cloud: SchedulerHarness, job_id: str) -> dict[str, dict[str, Any]]:
     """The job's runs by `scheduled_for`."""
-    reply = cloud.call("GET", f"/v1/jobs/{job_id}/runs")
-    assert reply.status == 200, reply.body
-    return {run["scheduled_for"]: run for run in reply.body["items"]}
+    return {run["scheduled_for"]: run for run in cloud.runs(job_id)}
 
 
 def statuses(cloud: SchedulerHarness, job_id: str, *minutes: int) -> dict[str, str]:
     """The job's runs' statuses by `scheduled_for`: all of them, or those of these minutes."""
     found = {when: run["status"] for when, run in runs_of(cloud, job_id).items()}
-    return found if not minutes else {mark(at(m)): found.get(mark(at(m)), "") for m in minutes}
+    return found if not minutes else {iso(at(m)): found.get(iso(at(m)), "") for m in minutes}
 
 
 def called(receiver: WebhookReceiver) -> list[str]:
@@ -117,23 +105,23 @@ def test_a_run_due_while_the_previous_one_runs_is_skipped_by_default(
     assert slots(cloud, job_id) == (1, None)
     clock.move_to(at(2))
     assert cloud.deliver() == 1
-    skipped = runs_of(cloud, job_id)[mark(at(2))]
+    skipped = runs_of(cloud, job_id)[iso(at(2))]
     assert skipped["status"] == "SKIPPED"
     assert skipped["error"] == (
         "skipped: 1 run of the job running when it was due (concurrency.max_running 1, overlap SKIP)"
     )
-    assert (skipped["started_at"], skipped["finished_at"]) == (None, mark(at(2)))
+    assert (skipped["started_at"], skipped["finished_at"]) == (None, iso(at(2)))
 
     gate.set()
     worker.join()
-    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SKIPPED"}
-    assert called(receiver) == [mark(at(1))]  # the skipped run's target was never called
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "SKIPPED"}
+    assert called(receiver) == [iso(at(1))]  # the skipped run's target was never called
     assert slots(cloud, job_id) == (0, None)
 
     clock.move_to(at(3))  # the slot is free again: the next run goes ahead
     cloud.poll()
     cloud.deliver()
-    assert statuses(cloud, job_id)[mark(at(3))] == "SUCCEEDED"
+    assert statuses(cloud, job_id)[iso(at(3))] == "SUCCEEDED"
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -151,17 +139,17 @@ def test_max_running_two_lets_two_run_and_skips_the_third(
     clock.move_to(at(3))
     cloud.poll()
     assert cloud.deliver() == 1
-    assert statuses(cloud, job_id)[mark(at(3))] == "SKIPPED"
-    assert runs_of(cloud, job_id)[mark(at(3))]["error"].startswith("skipped: 2 runs of the job running")
+    assert statuses(cloud, job_id)[iso(at(3))] == "SKIPPED"
+    assert runs_of(cloud, job_id)[iso(at(3))]["error"].startswith("skipped: 2 runs of the job running")
 
     first.set()
     second.set()
     first_worker.join()
     second_worker.join()
     assert statuses(cloud, job_id, 1, 2, 3) == {
-        mark(at(1)): "SUCCEEDED",
-        mark(at(2)): "SUCCEEDED",
-        mark(at(3)): "SKIPPED",
+        iso(at(1)): "SUCCEEDED",
+        iso(at(2)): "SUCCEEDED",
+        iso(at(3)): "SKIPPED",
     }
     assert receiver.max_in_flight == 2
     assert slots(cloud, job_id) == (0, None)
@@ -172,14 +160,14 @@ def test_a_one_off_whose_run_is_skipped_behind_a_manual_run_completes(
 ) -> None:
     """Manual runs count and obey the policy like any run; a one-off's run skipped (its last
     and only firing) completes the job, as its end would have."""
-    body = every_minute(receiver) | {"schedule": {"at": mark(at(1))}}
+    body = every_minute(receiver) | {"schedule": {"at": iso(at(1))}}
     job_id = cloud.create(body)["job_id"]  # claimed at create
     manual = cloud.call("POST", f"/v1/jobs/{job_id}/trigger")
     assert manual.status == 202, manual.body
     gate, worker = hold_a_run(cloud, clock, receiver, clock.now())  # the manual run, held
     clock.move_to(at(1))
     assert cloud.deliver() == 1
-    assert statuses(cloud, job_id, 1) == {mark(at(1)): "SKIPPED"}
+    assert statuses(cloud, job_id, 1) == {iso(at(1)): "SKIPPED"}
     assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "COMPLETED"
 
     gate.set()
@@ -202,7 +190,7 @@ def test_buffer_one_keeps_one_run_waiting_starts_it_when_the_running_one_ends_an
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
     clock.move_to(at(2))
     assert cloud.deliver() == 1  # 10:02 waits for the slot
-    assert statuses(cloud, job_id) == {mark(at(1)): "RUNNING", mark(at(2)): "PENDING"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "RUNNING", iso(at(2)): "PENDING"}
     assert slots(cloud, job_id) == (1, int(at(2).timestamp() * 1000))
 
     # 10:03 comes due while 10:02 waits: skipped. (10:02's timer is up too: the poller sends its
@@ -210,26 +198,26 @@ def test_buffer_one_keeps_one_run_waiting_starts_it_when_the_running_one_ends_an
     clock.move_to(at(3))
     cloud.poll()
     cloud.deliver()
-    three = runs_of(cloud, job_id)[mark(at(3))]
+    three = runs_of(cloud, job_id)[iso(at(3))]
     assert three["status"] == "SKIPPED"
     assert three["error"] == (
         "skipped: another run of the job already waits for a slot "
         "(concurrency.max_running 1, overlap BUFFER_ONE)"
     )
-    assert statuses(cloud, job_id)[mark(at(2))] == "PENDING"
+    assert statuses(cloud, job_id)[iso(at(2))] == "PENDING"
 
     # 10:01 ends: its slot goes to 10:02 at once (the ending worker sends 10:02's message; the
     # same worker pass picks it up).
     gate.set()
     worker.join()
     assert statuses(cloud, job_id, 1, 2, 3) == {
-        mark(at(1)): "SUCCEEDED",
-        mark(at(2)): "SUCCEEDED",
-        mark(at(3)): "SKIPPED",
+        iso(at(1)): "SUCCEEDED",
+        iso(at(2)): "SUCCEEDED",
+        iso(at(3)): "SKIPPED",
     }
-    assert called(receiver) == [mark(at(1)), mark(at(2))]
+    assert called(receiver) == [iso(at(1)), iso(at(2))]
     runs = runs_of(cloud, job_id)
-    assert runs[mark(at(2))]["started_at"] >= runs[mark(at(1))]["finished_at"]
+    assert runs[iso(at(2))]["started_at"] >= runs[iso(at(1))]["finished_at"]
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -242,18 +230,18 @@ def test_a_buffered_run_whose_wake_up_is_lost_is_started_by_the_poller(
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
     clock.move_to(at(2))
     cloud.deliver()  # 10:02 buffered
-    lifecycle = cloud.executor._lifecycle
+    lifecycle = cloud.worker_lifecycle
     lifecycle.wake_next_in_line = lambda job, run: None  # type: ignore[method-assign]
     gate.set()
     worker.join()
-    assert statuses(cloud, job_id)[mark(at(2))] == "PENDING"
+    assert statuses(cloud, job_id)[iso(at(2))] == "PENDING"
     assert slots(cloud, job_id) == (0, int(at(2).timestamp() * 1000))
 
     clock.move_to(at(3))  # 10:02's timer (a minute after it was buffered)
     cloud.poll()
     cloud.deliver()
-    assert statuses(cloud, job_id)[mark(at(2))] == "SUCCEEDED"
-    assert called(receiver)[:2] == [mark(at(1)), mark(at(2))]
+    assert statuses(cloud, job_id)[iso(at(2))] == "SUCCEEDED"
+    assert called(receiver)[:2] == [iso(at(1)), iso(at(2))]
 
 
 def test_a_buffered_run_that_was_cancelled_does_not_hold_up_the_next_ones(
@@ -263,7 +251,7 @@ def test_a_buffered_run_that_was_cancelled_does_not_hold_up_the_next_ones(
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
     clock.move_to(at(2))
     cloud.deliver()  # 10:02 buffered
-    store = store_of(cloud)
+    store = cloud.api_store
     buffered = store.get_run(job_id, int(at(2).timestamp() * 1000))
     assert buffered is not None
     assert store.cancel_run_if_not_started(buffered, clock.now())  # e.g. a schedule change
@@ -274,9 +262,9 @@ def test_a_buffered_run_that_was_cancelled_does_not_hold_up_the_next_ones(
     cloud.poll()
     cloud.deliver()  # the buffered run ended without starting: forgotten, 10:03 runs
     assert statuses(cloud, job_id, 1, 2, 3) == {
-        mark(at(1)): "SUCCEEDED",
-        mark(at(2)): "CANCELLED",
-        mark(at(3)): "SUCCEEDED",
+        iso(at(1)): "SUCCEEDED",
+        iso(at(2)): "CANCELLED",
+        iso(at(3)): "SUCCEEDED",
     }
     assert slots(cloud, job_id) == (0, None)
 
@@ -294,11 +282,11 @@ def test_allow_starts_every_run_whatever_runs_already(
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
     clock.move_to(at(2))
     assert cloud.deliver() == 1
-    assert statuses(cloud, job_id) == {mark(at(1)): "RUNNING", mark(at(2)): "SUCCEEDED"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "RUNNING", iso(at(2)): "SUCCEEDED"}
     assert receiver.max_in_flight == 2
     gate.set()
     worker.join()
-    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SUCCEEDED"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "SUCCEEDED"}
     assert slots(cloud, job_id) == (0, None)  # ALLOW counts nothing
 
 
@@ -324,7 +312,7 @@ def test_a_retrying_or_failed_attempt_gives_its_slot_back(
 
     clock.move_to(datetime.fromisoformat(retrying["next_attempt_at"]))
     cloud.deliver()
-    assert statuses(cloud, job_id) == {mark(eleven): "FAILED"}
+    assert statuses(cloud, job_id) == {iso(eleven): "FAILED"}
     assert len(receiver.requests) == 2
     assert slots(cloud, job_id) == (0, None)
 
@@ -333,7 +321,7 @@ def test_a_retrying_or_failed_attempt_gives_its_slot_back(
     cloud.poll()
     clock.move_to(noon)
     cloud.deliver()
-    assert statuses(cloud, job_id)[mark(noon)] == "SUCCEEDED"
+    assert statuses(cloud, job_id)[iso(noon)] == "SUCCEEDED"
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -363,7 +351,7 @@ def test_the_slot_of_a_worker_that_died_is_given_back_at_its_lease_expiry(
 
     clock.advance(cloud.settings.run_lease_seconds + 5)
     cloud.poll()  # the watchdog: attempt 1 is lost, attempt 2 is due after its backoff
-    hourly = runs_of(cloud, job_id)[mark(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))]
+    hourly = runs_of(cloud, job_id)[iso(datetime(2026, 11, 21, 11, 0, tzinfo=UTC))]
     assert (hourly["status"], hourly["attempt"]) == ("RETRYING", 2)
     assert slots(cloud, job_id) == (0, None)
 
@@ -388,7 +376,7 @@ def test_the_slot_of_a_dead_workers_run_is_given_back_when_its_cancelled_job_let
 
     clock.advance(cloud.settings.run_lease_seconds + 5)
     cloud.poll()
-    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
+    assert statuses(cloud, job_id)[iso(at(1))] == "CANCELLED"
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -412,7 +400,7 @@ def test_a_run_whose_job_is_paused_before_its_start_is_set_aside_without_a_slot(
     clock.sleep_until = pause_meanwhile  # type: ignore[method-assign]
     assert cloud.deliver() == 1
     assert taken == [(0, None)]
-    assert statuses(cloud, job_id)[mark(at(1))] == "PENDING"
+    assert statuses(cloud, job_id)[iso(at(1))] == "PENDING"
     assert receiver.requests == []
     assert slots(cloud, job_id) == (0, None)
     # At the resume (misfire FIRE_ONCE) one run fires now in its place, and takes the slot.
@@ -421,7 +409,7 @@ def test_a_run_whose_job_is_paused_before_its_start_is_set_aside_without_a_slot(
     cloud.call("POST", f"/v1/jobs/{job_id}/resume")
     cloud.deliver()
     assert len(receiver.requests) == 1
-    assert statuses(cloud, job_id)[mark(at(1))] == "CANCELLED"
+    assert statuses(cloud, job_id)[iso(at(1))] == "CANCELLED"
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -445,7 +433,7 @@ def test_a_run_whose_message_comes_early_is_admitted_at_its_time(
     clock.move_to(at(2) - timedelta(seconds=1))  # 10:02's message arrives a little early
     clock.sleep_until = previous_run_ends_meanwhile  # type: ignore[method-assign]
     assert cloud.deliver() == 1
-    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "SUCCEEDED"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "SUCCEEDED"}
     assert len(receiver.requests) == 2
     assert slots(cloud, job_id) == (0, None)
 
@@ -455,13 +443,13 @@ def test_a_duplicate_message_of_a_running_run_is_dropped_not_skipped(
 ) -> None:
     job_id = cloud.create(every_minute(receiver))["job_id"]
     gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    run = store_of(cloud).get_run(job_id, int(at(1).timestamp() * 1000))
+    run = cloud.api_store.get_run(job_id, int(at(1).timestamp() * 1000))
     assert run is not None
     message = RunMessage(job_id=job_id, run_id=run.run_id, scheduled_for_ms=run.scheduled_for_ms, attempt=1)
     assert cloud.executor.execute(message) is Outcome.DUPLICATE
     gate.set()
     worker.join()
-    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED", mark(at(2)): "PENDING"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "PENDING"}
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -475,7 +463,7 @@ def test_a_changed_policy_applies_to_the_runs_that_start_after_it(
     assert reply.body["concurrency"] == {"overlap": "ALLOW", "max_running": None}
     clock.move_to(at(2))
     cloud.deliver()
-    assert statuses(cloud, job_id)[mark(at(2))] == "SUCCEEDED"
+    assert statuses(cloud, job_id)[iso(at(2))] == "SUCCEEDED"
     gate.set()
     worker.join()
     # The 10:01 run took its slot under SKIP and gave it back at its end.
@@ -533,8 +521,8 @@ def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_comple
 ) -> None:
     """The release and the completion are one update of the job; a job cancelled meanwhile
     cannot complete, and the run still ends and gives its slot back."""
-    job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": mark(at(1))}})["job_id"]
-    store, now = store_of(cloud), clock.now()
+    job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": iso(at(1))}})["job_id"]
+    store, now = cloud.api_store, clock.now()
     job, waiting = store.get_job_and_run(job_id, int(at(1).timestamp() * 1000))
     assert job is not None
     assert waiting is not None
@@ -548,7 +536,7 @@ def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_comple
 
     assert store.finish_run_if_held(run, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
     assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "CANCELLED"
-    assert statuses(cloud, job_id) == {mark(at(1)): "SUCCEEDED"}
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED"}
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -573,8 +561,8 @@ def test_a_late_success_recorded_while_the_next_attempt_waits_is_reused(
     clock.advance(cloud.settings.run_lease_seconds + 5)
     cloud.poll()  # the watchdog: attempt 2
     assert (
-        runs_of(cloud, job_id)[mark(eleven)]["status"],
-        runs_of(cloud, job_id)[mark(eleven)]["attempt"],
+        runs_of(cloud, job_id)[iso(eleven)]["status"],
+        runs_of(cloud, job_id)[iso(eleven)]["attempt"],
     ) == (
         "RETRYING",
         2,
@@ -584,7 +572,7 @@ def test_a_late_success_recorded_while_the_next_attempt_waits_is_reused(
 
     def late_answer_meanwhile(when: datetime) -> None:
         if not recorded:
-            recorded.append(store_of(cloud).record_late_success_if_may_run_again(first, 204, clock.now()))
+            recorded.append(cloud.api_store.record_late_success_if_may_run_again(first, 204, clock.now()))
         waiting(when)
 
     clock.sleep_until = late_answer_meanwhile  # type: ignore[method-assign]
@@ -592,7 +580,7 @@ def test_a_late_success_recorded_while_the_next_attempt_waits_is_reused(
     cloud.deliver()
     clock.sleep_until = waiting  # type: ignore[method-assign]
     assert recorded == [True]
-    run = runs_of(cloud, job_id)[mark(eleven)]
+    run = runs_of(cloud, job_id)[iso(eleven)]
     assert (run["status"], run["attempt"], run["response_code"]) == ("SUCCEEDED", 2, 204)
     assert receiver.requests == []
     assert slots(cloud, job_id) == (0, None)

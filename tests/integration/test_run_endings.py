@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.messages import RunMessage
 from scheduler_core.overlap import slots_as_read
 from scheduler_core.vocabulary import RunStatus
@@ -26,17 +25,11 @@ def one_off(
     return job, RunMessage(job_id=job["job_id"], run_id=run["run_id"], scheduled_for_ms=fire_ms, attempt=1)
 
 
-def store_of(cloud: SchedulerHarness) -> DynamoJobStore:
-    store = cloud.poll_store
-    assert isinstance(store, DynamoJobStore)
-    return store
-
-
 def test_the_last_run_and_its_job_end_in_one_write(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     job, message = one_off(cloud, clock, receiver)
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
 
     assert store.finish_run_if_held(message, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
@@ -47,7 +40,7 @@ def test_a_worker_that_lost_its_lease_ends_neither_the_run_nor_the_job(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     job, message = one_off(cloud, clock, receiver)
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
 
     assert not store.finish_run_if_held(message, "worker-b", RunStatus.SUCCEEDED, now, complete_job=True)
@@ -59,7 +52,7 @@ def test_a_job_cancelled_meanwhile_stays_cancelled_and_the_run_still_ends(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     job, message = one_off(cloud, clock, receiver)
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
     assert cloud.call("DELETE", f"/v1/jobs/{job['job_id']}").status == 200
 
@@ -80,7 +73,7 @@ def test_the_watchdog_fails_a_lost_last_attempt_and_completes_its_job_together(
         }
     )
     [run] = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs").body["items"]
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     message = RunMessage(
         job_id=job["job_id"],
         run_id=run["run_id"],
@@ -106,7 +99,7 @@ def test_the_watchdog_completes_a_job_paused_while_its_lost_last_attempt_ran(
 ) -> None:
     job, message = one_off(cloud, clock, receiver)
     assert cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"retry": {"max_attempts": 1}}).status == 200
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     assert (
         store.start_run_if_waiting(message, now, now + timedelta(seconds=30), "worker-that-dies") is not None
     )
@@ -123,7 +116,7 @@ def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     job, message = one_off(cloud, clock, receiver)  # overlap SKIP, one running slot
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     manual = cloud.call("POST", f"/v1/jobs/{job['job_id']}/trigger").body
     manual_message = RunMessage(
         job_id=job["job_id"],
@@ -165,7 +158,7 @@ def test_a_late_success_is_recorded_on_a_run_that_may_run_again_never_on_one_end
     """A worker whose call succeeded after it lost the lease records the answer for the next
     attempt, unless the run ended for good meanwhile (attempt 2 already succeeded)."""
     _, message = one_off(cloud, clock, receiver)
-    store, now = store_of(cloud), clock.now()
+    store, now = cloud.poll_store, clock.now()
     assert store.start_run_if_waiting(message, now, now + timedelta(minutes=9), "worker-a") is not None
 
     assert store.record_late_success_if_may_run_again(message, 204, now)

@@ -11,19 +11,12 @@ import pytest
 from scheduler_core.schedule import ScheduleSpec, jittered
 from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import http_job, iso
 from tests.support.receiver import WebhookReceiver
-
-
-def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-
-
-def http_job(receiver: WebhookReceiver, **schedule: Any) -> dict[str, Any]:
-    return {"name": "tz", "schedule": schedule, "target": {"type": "HTTP", "url": receiver.url}}
 
 
 def fire(cloud: SchedulerHarness, clock: FrozenClock, when: datetime) -> None:
@@ -66,8 +59,8 @@ def test_berlin_crons_across_the_spring_forward_night_fire_at_the_right_instants
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     clock.move_to(utc(2027, 3, 27, 23, 50))  # 00:50 CET
-    daily = cloud.create(http_job(receiver, cron="30 2 * * *", timezone="Europe/Berlin"))
-    hourly = cloud.create(http_job(receiver, cron="0 * * * *", timezone="Europe/Berlin"))
+    daily = cloud.create(http_job(receiver, name="tz", cron="30 2 * * *", timezone="Europe/Berlin"))
+    hourly = cloud.create(http_job(receiver, name="tz", cron="0 * * * *", timezone="Europe/Berlin"))
     # 02:30 does not exist that night: it fires at 03:00 CEST, the first instant after it.
     assert daily["next_fire_at"] == "2027-03-28T01:00:00.000Z"
     assert hourly["next_fire_at"] == "2027-03-28T00:00:00.000Z"
@@ -94,7 +87,7 @@ def test_a_berlin_daily_time_repeated_by_fall_back_fires_once(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     clock.move_to(utc(2026, 10, 24, 23, 0))  # 01:00 CEST; clocks go back at 03:00 CEST
-    job = cloud.create(http_job(receiver, cron="30 2 * * *", timezone="Europe/Berlin"))
+    job = cloud.create(http_job(receiver, name="tz", cron="30 2 * * *", timezone="Europe/Berlin"))
     assert job["next_fire_at"] == "2026-10-25T00:30:00.000Z"  # 02:30 CEST, the first pass
 
     fire(cloud, clock, utc(2026, 10, 25, 0, 30))
@@ -111,7 +104,9 @@ def test_a_cron_job_completes_after_its_last_run_before_end_at(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     start = clock.now()  # 10:00:30
-    job = cloud.create(http_job(receiver, cron="*/5 * * * *", end_at=iso(utc(2026, 11, 21, 10, 12))))
+    job = cloud.create(
+        http_job(receiver, name="tz", cron="*/5 * * * *", end_at=iso(utc(2026, 11, 21, 10, 12)))
+    )
     assert job["schedule"]["end_at"] == "2026-11-21T10:12:00.000Z"
 
     fire(cloud, clock, utc(2026, 11, 21, 10, 5))
@@ -138,7 +133,9 @@ def test_a_cron_job_completes_after_its_last_run_before_end_at(
 def test_a_cron_job_whose_last_firing_is_claimed_at_create_completes_after_that_run(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 1, 45))))
+    job = cloud.create(
+        http_job(receiver, name="tz", cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 1, 45)))
+    )
     assert job["next_fire_at"] is None  # 10:01 was claimed at once, and it is the last
     assert job["status"] == "SCHEDULED"
 
@@ -152,7 +149,9 @@ def test_a_cron_job_whose_last_firing_is_claimed_at_create_completes_after_that_
 def test_a_cron_job_whose_last_two_firings_are_claimed_together_completes_after_the_second(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 2, 30))))
+    job = cloud.create(
+        http_job(receiver, name="tz", cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 2, 30)))
+    )
     assert job["next_fire_at"] is None  # 10:01 and 10:02 were both within the lookahead
 
     clock.move_to(utc(2026, 11, 21, 10, 1))
@@ -169,7 +168,9 @@ def test_a_cron_job_whose_last_run_fails_completes_too(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     receiver.respond_with(404)
-    job = cloud.create(http_job(receiver, cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 1, 45))))
+    job = cloud.create(
+        http_job(receiver, name="tz", cron="* * * * *", end_at=iso(utc(2026, 11, 21, 10, 1, 45)))
+    )
 
     clock.move_to(utc(2026, 11, 21, 10, 1))
     cloud.deliver()
@@ -209,7 +210,7 @@ def test_a_rate_job_with_a_window_fires_from_start_at_until_end_at(
 def test_jitter_delivers_within_the_window_and_lateness_counts_from_the_jittered_time(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, cron="*/5 * * * *", jitter_seconds=120))
+    job = cloud.create(http_job(receiver, name="tz", cron="*/5 * * * *", jitter_seconds=120))
     assert job["schedule"]["jitter_seconds"] == 120
     nominal = utc(2026, 11, 21, 10, 5)
     spec = ScheduleSpec.model_validate(job["schedule"])
@@ -243,7 +244,7 @@ def test_a_firing_jittered_further_than_sqs_can_delay_waits_in_the_due_index(
     at = clock.now() + timedelta(seconds=60)
     # The offset is a hash of the (random) job id: take a job whose offset is beyond 900 s.
     for _ in range(10):
-        job = cloud.create(http_job(receiver, at=iso(at), jitter_seconds=86_400))
+        job = cloud.create(http_job(receiver, name="tz", at=iso(at), jitter_seconds=86_400))
         starts = jittered(ScheduleSpec.model_validate(job["schedule"]), job["job_id"], at, None)
         if starts - at > timedelta(seconds=1000):
             break
@@ -305,7 +306,7 @@ def test_the_job_shows_its_time_zone_window_and_jitter(
 def test_an_at_without_an_offset_is_read_in_its_time_zone(
     cloud: SchedulerHarness, receiver: WebhookReceiver
 ) -> None:
-    job = cloud.create(http_job(receiver, at="2026-11-21T12:00:00", timezone="Europe/Berlin"))
+    job = cloud.create(http_job(receiver, name="tz", at="2026-11-21T12:00:00", timezone="Europe/Berlin"))
 
     assert job["next_fire_at"] == "2026-11-21T11:00:00.000Z"
 
@@ -355,7 +356,7 @@ def assert_error(reply: Any, status: int, field: str) -> str:
 def test_bad_time_zones_windows_and_jitter_are_400s_naming_the_field(
     cloud: SchedulerHarness, receiver: WebhookReceiver, schedule: dict[str, Any], field: str
 ) -> None:
-    assert_error(cloud.call("POST", "/v1/jobs", http_job(receiver, **schedule)), 400, field)
+    assert_error(cloud.call("POST", "/v1/jobs", http_job(receiver, name="tz", **schedule)), 400, field)
 
 
 def test_an_at_in_the_past_in_its_time_zone_is_a_422(
@@ -363,10 +364,12 @@ def test_an_at_in_the_past_in_its_time_zone_is_a_422(
 ) -> None:
     # 10:30 in Tokyo is 01:30 UTC, long before now (10:00:30 UTC); in UTC it would be ahead.
     reply = cloud.call(
-        "POST", "/v1/jobs", http_job(receiver, at="2026-11-21T10:30:00", timezone="Asia/Tokyo")
+        "POST", "/v1/jobs", http_job(receiver, name="tz", at="2026-11-21T10:30:00", timezone="Asia/Tokyo")
     )
     assert_error(reply, 422, "schedule.at")
-    assert cloud.call("POST", "/v1/jobs", http_job(receiver, at="2026-11-21T10:30:00")).status == 201
+    assert (
+        cloud.call("POST", "/v1/jobs", http_job(receiver, name="tz", at="2026-11-21T10:30:00")).status == 201
+    )
 
 
 @pytest.mark.parametrize(
@@ -401,11 +404,13 @@ def test_an_at_in_the_past_in_its_time_zone_is_a_422(
 def test_a_schedule_with_no_firing_in_its_window_is_a_422_with_the_reason(
     cloud: SchedulerHarness, receiver: WebhookReceiver, schedule: dict[str, Any], field: str, reason: str
 ) -> None:
-    message = assert_error(cloud.call("POST", "/v1/jobs", http_job(receiver, **schedule)), 422, field)
+    message = assert_error(
+        cloud.call("POST", "/v1/jobs", http_job(receiver, name="tz", **schedule)), 422, field
+    )
     assert reason in message
 
 
 def test_a_time_zone_with_a_rate_is_accepted(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
-    job = cloud.create(http_job(receiver, rate="1 hour", timezone="Asia/Kolkata"))
+    job = cloud.create(http_job(receiver, name="tz", rate="1 hour", timezone="Asia/Kolkata"))
 
     assert job["next_fire_at"] == "2026-11-21T11:00:30.000Z"  # elapsed time: one hour after creation

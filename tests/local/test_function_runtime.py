@@ -186,7 +186,7 @@ def test_an_instance_exits_when_the_local_cloud_goes_away(tmp_path: Path) -> Non
     from infra.local.functions import RuntimeProcess
 
     instance = RuntimeProcess(make_host(tmp_path).spec, {"PATH": "/usr/bin:/bin"}, lambda *_: None)
-    process = instance._process
+    process = instance.process
     assert process.stdin is not None
     process.stdin.close()
     assert process.wait(timeout=10) == 0

@@ -15,7 +15,14 @@ from functions.poller.handler import handler as poller_handler
 from functions.worker.handler import handler as worker_handler
 from scheduler_core.aws import AwsClients
 from scheduler_core.clock import Clock
-from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
+from scheduler_core.composition import (
+    build_dispatcher,
+    build_job_service,
+    build_lifecycle,
+    build_run_executor,
+    build_store,
+    build_targets,
+)
 from scheduler_core.dispatch import PollReport
 from scheduler_core.settings import Settings
 from scheduler_core.vocabulary import Priority
@@ -142,7 +149,12 @@ class SchedulerHarness:
         self.worker_store = build_store(settings, clients)
         self.jobs = build_job_service(settings, clients, clock, self.api_store)
         self.dispatcher = build_dispatcher(settings, clients, clock, self.poll_store)
-        self.executor = build_run_executor(settings, clients, clock, self.worker_store)
+        # The worker's targets and lifecycle, for a test that wraps one of their methods.
+        self.worker_targets = build_targets(settings, clients)
+        self.worker_lifecycle = build_lifecycle(settings, clients, clock, self.worker_store)
+        self.executor = build_run_executor(
+            settings, clients, clock, self.worker_store, self.worker_targets, self.worker_lifecycle
+        )
 
     # --- API Gateway ------------------------------------------------------------------
 
@@ -159,6 +171,13 @@ class SchedulerHarness:
         assert reply.status == 201, reply.body
         created: dict[str, Any] = reply.body
         return created
+
+    def runs(self, job_id: str, query: str = "") -> list[dict[str, Any]]:
+        """The job's runs as `GET /v1/jobs/{job_id}/runs{query}` lists them (newest first)."""
+        reply = self.call("GET", f"/v1/jobs/{job_id}/runs{query}")
+        assert reply.status == 200, reply.body
+        runs: list[dict[str, Any]] = reply.body["items"]
+        return runs
 
     # --- EventBridge → poller ---------------------------------------------------------
 

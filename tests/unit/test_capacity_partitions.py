@@ -125,7 +125,7 @@ def test_shadow_units_go_on_shared_index_keys_and_on_the_table_for_a_job_s_own_i
     with mock_aws():
         sim = Sim(datetime(2030, 1, 1, tzinfo=UTC))
         aws = SimulatedAws(sim, LatencyModel(seed=3), CapacityModel(), fraction=0.01)
-        shadow = aws._shadow_charges(
+        shadow = aws.shadow_charges(
             [
                 Charge("jobs", "JOB#1", 2.0),
                 Charge("jobs/due", "203001010000#1", 1.0),

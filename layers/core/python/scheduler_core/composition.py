@@ -15,7 +15,7 @@ from scheduler_core.idempotency import IdempotentCreates
 from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.parallel import Runner, Threads
-from scheduler_core.ports import CreateOnce, TargetInvoker
+from scheduler_core.ports import CreateOnce, RunQueue, TargetInvoker
 from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
@@ -60,11 +60,12 @@ def build_dispatcher(
     store: DynamoJobStore | None = None,
     runner: Runner | None = None,
     send_batch: int = SEND_BATCH,
+    queue: RunQueue | None = None,
 ) -> Dispatcher:
     """`runner`: how a poll's claims run side by side (default: `claim_parallelism` threads);
-    `send_batch`: see `Dispatcher`."""
+    `send_batch`: see `Dispatcher`; `queue`: where the poll sends (default: the SQS queues)."""
     store = store or build_store(settings, clients)
-    queue = build_queue(settings, clients, clock)
+    queue = queue or build_queue(settings, clients, clock)
     policy = PollPolicy(
         lookahead=timedelta(seconds=settings.lookahead_seconds),
         grace=timedelta(seconds=settings.poll_grace_seconds),
@@ -120,15 +121,20 @@ def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
 
 
 def build_run_executor(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    targets: TargetInvoker | None = None,
+    lifecycle: RunLifecycle | None = None,
 ) -> RunExecutor:
     store = store or build_store(settings, clients)
     return RunExecutor(
         store,
-        build_targets(settings, clients),
+        targets or build_targets(settings, clients),
         clock,
         lease=timedelta(seconds=settings.run_lease_seconds),
-        lifecycle=build_lifecycle(settings, clients, clock, store),
+        lifecycle=lifecycle or build_lifecycle(settings, clients, clock, store),
         heartbeat_every=timedelta(seconds=settings.heartbeat_seconds) if settings.heartbeat_seconds else None,
     )
 
