@@ -32,7 +32,6 @@ import random
 import re
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections import Counter
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bench.lateness import Created, create_all, plan, queue_depths
+from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import describe_machine, machine, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
@@ -68,39 +68,31 @@ class Kill:
     busy: bool
 
 
-class ChaosMonkey:
+class ChaosMonkey(Periodic):
     """From a thread: every `every_seconds`, SIGKILL a random live process of `host`, until
     `until` (epoch seconds) or stopped."""
 
     def __init__(self, host: FunctionHost, every_seconds: float, until: float, draw: random.Random) -> None:
+        super().__init__(every_seconds, wait_first=True, name="chaos-monkey")
         self._host = host
-        self._every = every_seconds
         self._until = until
         self._draw = draw
         self.kills: list[Kill] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chaos-monkey", daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._every) and time.time() < self._until:
-            live = self._host.pids()
-            if not live:
-                self.kills.append(Kill(time.time(), None, False))
-                continue
-            pid = self._draw.choice(sorted(live))
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:  # it died on its own (timed out) just now
-                continue
-            self.kills.append(Kill(time.time(), pid, live[pid]))
-
-    def __enter__(self) -> ChaosMonkey:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def tick(self) -> bool:
+        if time.time() >= self._until:
+            return False
+        live = self._host.pids()
+        if not live:
+            self.kills.append(Kill(time.time(), None, False))
+            return True
+        pid = self._draw.choice(sorted(live))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # it died on its own (timed out) just now
+            return True
+        self.kills.append(Kill(time.time(), pid, live[pid]))
+        return True
 
 
 def worker_host(cloud: LocalCloud) -> FunctionHost:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import percentile, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
@@ -171,32 +171,21 @@ def wait_for_arrivals(
     return time.time()
 
 
-class MotoProbe:
+class MotoProbe(Periodic):
     """A trivial call to moto every PROBE_SECONDS from a thread: how long it takes shows when
     moto itself stalls, so late runs can be told apart from the scheduler's own delays."""
 
     def __init__(self, cloud: LocalCloud) -> None:
+        super().__init__(PROBE_SECONDS)
         assert cloud.aws is not None
         self._dynamodb = cloud.aws.client("dynamodb")
         self.samples: list[tuple[float, float]] = []  # (epoch seconds sent, seconds taken)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            sent = time.time()
-            with contextlib.suppress(BotoCoreError, ClientError):
-                self._dynamodb.list_tables(Limit=1)
-            self.samples.append((sent, time.time() - sent))
-            self._stop.wait(PROBE_SECONDS)
-
-    def __enter__(self) -> MotoProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def tick(self) -> None:
+        sent = time.time()
+        with contextlib.suppress(BotoCoreError, ClientError):
+            self._dynamodb.list_tables(Limit=1)
+        self.samples.append((sent, time.time() - sent))
 
     def summary(self, since: float) -> dict[str, Any]:
         taken_ms = [seconds * 1000 for _, seconds in self.samples]

@@ -18,7 +18,6 @@ exactly once (LOW still progresses).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from bench.lateness import (
     wait_for_arrivals,
     warm_up,
 )
+from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import percentile, table
 from infra.config import PRIORITIES
@@ -98,34 +98,23 @@ def due_second(now: float, lead_seconds: float) -> int:
     return math.ceil(now + lead_seconds) * 1000
 
 
-class Watcher:
+class Watcher(Periodic):
     """From a thread, every SAMPLE_SECONDS: the worker's live and busy instances. And every
     batch a queue mapping hands over: when, from which priority's queue, how many runs."""
 
     def __init__(self, host: FunctionHost, priority_of_queue: dict[str, str]) -> None:
+        super().__init__(SAMPLE_SECONDS)
         self._host = host
         self._priority_of_queue = priority_of_queue
         self.samples: list[tuple[float, int, int]] = []  # (epoch seconds, live, busy)
         self.batches: list[tuple[float, str, int]] = []  # (epoch seconds, priority, size)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def observe(self, queue_arn: str, records: list[dict[str, Any]]) -> None:
         self.batches.append((time.time(), self._priority_of_queue.get(queue_arn, "?"), len(records)))
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            pids = self._host.pids()
-            self.samples.append((time.time(), len(pids), sum(pids.values())))
-            self._stop.wait(SAMPLE_SECONDS)
-
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def tick(self) -> None:
+        pids = self._host.pids()
+        self.samples.append((time.time(), len(pids), sum(pids.values())))
 
     def summary(self) -> dict[str, Any]:
         """The most live and busy worker instances, and the batches handed over per priority
