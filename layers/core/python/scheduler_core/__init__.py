@@ -1,3 +1,4 @@
 """serverless-scheduler's domain: jobs, runs, schedules, the due index and the services
-that claim, enqueue and execute runs. Pure modules (model, schedule, keys, run_state)
-never import boto3; adapters (store, queues, targets) do, behind the ports."""
+that claim, enqueue and execute runs. Pure modules (see `tests/unit/test_architecture.py`)
+never import boto3; adapters (`adapters/dynamodb`, `queues`, `targets`) do, behind the
+ports."""

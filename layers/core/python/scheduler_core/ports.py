@@ -1,5 +1,5 @@
-"""The interfaces the services depend on. Adapters (store, queues, targets) implement
-them with boto3; tests may pass anything that fits."""
+"""The interfaces the services depend on. Adapters (`adapters/dynamodb`, `queues`,
+`targets`) implement them with boto3; `tests/support` has in-memory fakes of each."""
 
 from __future__ import annotations
 
