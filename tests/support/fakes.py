@@ -14,6 +14,7 @@ from scheduler_core.clock import ManualClock
 from scheduler_core.dispatch import Dispatcher, PollPolicy
 from scheduler_core.entities import Job, Run
 from scheduler_core.execution import RunExecutor
+from scheduler_core.jobs import JobService
 from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.messages import DeadLetter
 from scheduler_core.parallel import InOrder
@@ -117,7 +118,8 @@ class NoteLease:
 
 @dataclass
 class FakeWorld:
-    """The poll and the worker on fakes, sharing one store, queue and clock."""
+    """The API's job service, the poll and the worker on fakes, sharing one store, queue and
+    clock."""
 
     clock: ManualClock
     store: InMemoryJobStore
@@ -126,11 +128,14 @@ class FakeWorld:
     lifecycle: RunLifecycle
     dispatcher: Dispatcher
     executor: RunExecutor
+    jobs: JobService
+    creates: MemoryCreateOnce
 
 
 def fake_world(start: datetime, shards: int = 4, lease: timedelta = timedelta(seconds=180)) -> FakeWorld:
-    """The services on fakes, with the settings' default timers (lookahead 120 s, re-send after
-    60 s, grace 120 s, first-poll lookback 900 s)."""
+    """The services on fakes, with the settings' default timers (lookahead 120 s, re-send
+    after 60 s, grace 120 s, first-poll lookback 900 s); the job service lets a job target
+    any URL or ARN."""
     clock = ManualClock(start)
     store = InMemoryJobStore(shards)
     queue = RecordingQueue()
@@ -145,4 +150,6 @@ def fake_world(start: datetime, shards: int = 4, lease: timedelta = timedelta(se
     )
     dispatcher = Dispatcher(store, queue, clock, policy, lifecycle, InOrder())
     executor = RunExecutor(store, targets, clock, lease=lease, lifecycle=lifecycle)
-    return FakeWorld(clock, store, queue, targets, lifecycle, dispatcher, executor)
+    creates = MemoryCreateOnce()
+    jobs = JobService(store, dispatcher, clock, lifecycle, creates=creates)
+    return FakeWorld(clock, store, queue, targets, lifecycle, dispatcher, executor, jobs, creates)

@@ -1,20 +1,27 @@
-"""The poll's and the worker's rules on in-memory fakes of their ports (no moto): the fakes
-are held to the adapters by `tests/integration/test_store_contract.py`."""
+"""The job service's, the poll's and the worker's rules on in-memory fakes of their ports (no
+moto): the fakes are held to the adapters by `tests/integration/test_store_contract.py`."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from scheduler_core import keys
+from scheduler_core.api_shapes import JobCreate, JobPatch
 from scheduler_core.clock import to_ms
+from scheduler_core.entities import Job
+from scheduler_core.errors import Conflict, NotFound, PreconditionFailed, Unprocessable
 from scheduler_core.messages import run_message
 from scheduler_core.outcomes import Outcome
 from scheduler_core.policies import RetryPolicy
 from scheduler_core.ports import Delivery
 from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, RunStatus
+from scheduler_core.vocabulary import JobStatus, RunStatus, Trigger
 from tests.support.builders import T0, a_job
 from tests.support.fakes import FakeWorld, fake_world
+from tests.support.helpers import iso
 
 AT = T0 + timedelta(minutes=1)
 SHARDS = 4
@@ -99,3 +106,82 @@ def test_a_run_of_a_cancelled_job_is_cancelled_not_called() -> None:
     world.clock.sleep_until(AT)
     assert world.executor.execute(run_message(run)) is Outcome.CANCELLED
     assert world.targets.calls == []
+
+
+# --- the API's job service ---------------------------------------------------------------
+
+
+def create(world: FakeWorld, **body: Any) -> Job:
+    request = {"name": "n", "target": {"type": "HTTP", "url": "https://example.com/h"}} | body
+    return world.jobs.create("alice", JobCreate.model_validate(request))
+
+
+def test_a_job_due_within_the_lookahead_is_claimed_and_sent_at_create() -> None:
+    world = fake_world(T0)
+    job = create(world, schedule={"at": iso(AT)})
+    assert [run.job_id for run in world.queue.sent] == [job.job_id]
+    far = create(world, schedule={"at": iso(AT + timedelta(hours=1))})
+    assert far.next_fire_at == AT + timedelta(hours=1)
+    assert len(world.queue.sent) == 1  # left to a poll
+
+
+def test_a_create_sent_again_with_its_key_makes_one_job() -> None:
+    world = fake_world(T0)
+    request = JobCreate.model_validate(
+        {"name": "n", "schedule": {"cron": "0 * * * *"}, "target": {"type": "HTTP", "url": "https://e/h"}}
+    )
+    first = world.jobs.create("alice", request, idempotency_key="k1")
+    again = world.jobs.create("alice", request, idempotency_key="k1")
+    assert again.job_id == first.job_id
+    other = request.model_copy(update={"name": "other"})
+    with pytest.raises(Unprocessable):
+        world.jobs.create("alice", other, idempotency_key="k1")
+
+
+def test_another_tenant_sees_no_job() -> None:
+    world = fake_world(T0)
+    job = create(world, schedule={"cron": "0 * * * *"})
+    with pytest.raises(NotFound):
+        world.jobs.get("bob", job.job_id)
+    assert world.jobs.list("bob", 10, None, None).items == []
+
+
+def test_a_paused_job_does_not_fire_and_its_resume_runs_what_was_missed_once() -> None:
+    world = fake_world(T0)
+    job = create(world, schedule={"cron": "*/5 * * * *"})  # next at 09:05
+    paused = world.jobs.pause("alice", job.job_id)
+    assert paused.status is JobStatus.PAUSED
+    world.clock.sleep_until(T0 + timedelta(minutes=16))  # 09:05, 09:10 and 09:15 missed
+    poll_all(world)
+    assert world.queue.sent == []
+    resumed = world.jobs.resume("alice", job.job_id)
+    assert resumed.status is JobStatus.SCHEDULED
+    assert [run.scheduled_for for run in world.queue.sent] == [world.clock.now()]  # FIRE_ONCE: one run, now
+    assert resumed.next_fire_at == T0 + timedelta(minutes=20)
+
+
+def test_a_trigger_runs_a_paused_job_now_and_a_cancel_stops_it() -> None:
+    world = fake_world(T0)
+    job = create(world, schedule={"cron": "0 * * * *"})
+    world.jobs.pause("alice", job.job_id)
+    run = world.jobs.trigger("alice", job.job_id)
+    assert run.trigger is Trigger.MANUAL
+    assert T0 < run.scheduled_for < T0 + timedelta(milliseconds=10)  # 09:00 itself is a firing
+    assert world.executor.execute(run_message(run)) is Outcome.SUCCEEDED  # a manual run goes on
+    cancelled = world.jobs.cancel("alice", job.job_id)
+    assert cancelled.status is JobStatus.CANCELLED
+    with pytest.raises(Conflict):
+        world.jobs.trigger("alice", job.job_id)
+
+
+def test_a_change_at_another_version_than_the_caller_read_is_refused() -> None:
+    world = fake_world(T0)
+    job = create(world, schedule={"cron": "0 * * * *"})
+    with pytest.raises(PreconditionFailed):
+        world.jobs.update(
+            "alice", job.job_id, JobPatch.model_validate({"name": "x"}), if_match=job.version + 1
+        )
+    changed = world.jobs.update(
+        "alice", job.job_id, JobPatch.model_validate({"name": "x"}), if_match=job.version
+    )
+    assert (changed.name, changed.version) == ("x", job.version + 1)
