@@ -1,0 +1,338 @@
+"""The in-memory fake's run transitions and running slots (`fake_store.InMemoryJobStore`):
+each write's condition as its port (`RunTransitions`, `RunningSlots`) states it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from scheduler_core import run_state
+from scheduler_core.entities import Run
+from scheduler_core.overlap import SlotsAsRead
+from scheduler_core.ports import RunRef, SlotsChanged
+from scheduler_core.vocabulary import JobStatus, RunStatus, Trigger
+from tests.support.fake_table import (
+    ENDED_FOR_GOOD,
+    MAX_ERROR,
+    FakeTable,
+    holds_a_slot,
+    kept_error,
+    may_complete,
+    run_ended,
+)
+
+
+class FakeRunTransitions(FakeTable):
+    # --- RunTransitions: the worker's ---------------------------------------------------
+
+    def start_run_if_waiting(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str, timer: datetime | None = None
+    ) -> Run | None:
+        with self._lock:
+            stored = self._waiting(run, run_state.sources_of(RunStatus.RUNNING))
+            if stored is None:
+                return None
+            return self._started(stored, now, lease_until, owner, timer, slot=False)
+
+    def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
+        with self._lock:
+            stored = self._held(run, owner)
+            if stored is None:
+                return False
+            self._runs[self._key(run)] = stored.model_copy(
+                update={"lease_until": lease_until, "due_at": lease_until}
+            )
+            return True
+
+    def finish_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        status: RunStatus,
+        now: datetime,
+        error: str | None = None,
+        response_code: int | None = None,
+        lateness_ms: int | None = None,
+        complete_job: bool = False,
+    ) -> bool:
+        with self._lock:
+            stored = self._held(run, owner, slot=holds_a_slot(run))
+            if stored is None:
+                return False
+            changes: dict[str, Any] = {"status": status, "finished_at": now, "error": kept_error(error)}
+            changes |= {"response_code": response_code, "lateness_ms": lateness_ms}
+            self._end(stored, changes, now, complete_job, release=holds_a_slot(run))
+            return True
+
+    def record_late_success_if_may_run_again(
+        self, run: RunRef, response_code: int | None, now: datetime
+    ) -> bool:
+        with self._lock:
+            stored = self._runs.get(self._key(run))
+            if stored is None or stored.status in ENDED_FOR_GOOD:
+                return False
+            self._runs[self._key(run)] = stored.model_copy(
+                update={"delivered_at": now, "delivered_code": response_code}
+            )
+            return True
+
+    def retry_run_if_held(
+        self,
+        run: RunRef,
+        owner: str,
+        error: str | None,
+        response_code: int | None,
+        next_attempt_at: datetime,
+        due_at: datetime,
+        lateness_ms: int | None = None,
+    ) -> Run | None:
+        with self._lock:
+            stored = self._held(run, owner)
+            if stored is None:
+                return None
+            return self._to_retry(
+                stored,
+                next_attempt_at,
+                due_at,
+                kept_error(error),
+                response_code,
+                lateness_ms,
+                release=holds_a_slot(run),
+            )
+
+    # --- RunTransitions: the timers', the API's -----------------------------------------
+
+    def move_timer_to_lease_if_unchanged(self, run: Run) -> bool:
+        with self._lock:
+            stored = self._runs.get(self._key(run))
+            if not self._running_as_read(stored, run):
+                return False
+            assert stored is not None
+            self._runs[self._key(run)] = stored.model_copy(update={"due_at": stored.lease_until})
+            return True
+
+    def take_over_expired_lease(
+        self,
+        run: Run,
+        now: datetime,
+        status: RunStatus,
+        error: str,
+        next_attempt_at: datetime | None = None,
+        due_at: datetime | None = None,
+        complete_job: bool = False,
+    ) -> Run | None:
+        with self._lock:
+            stored = self._runs.get(self._key(run))
+            if not self._running_as_read(stored, run) or run.lease_until is None or run.lease_until > now:
+                return None
+            assert stored is not None
+            if run.holds_slot and not stored.holds_slot:
+                return None
+            if status is RunStatus.RETRYING:
+                assert next_attempt_at is not None
+                assert due_at is not None
+                return self._to_retry(
+                    stored, next_attempt_at, due_at, kept_error(error), None, None, run.holds_slot, keep=True
+                )
+            changes = {"status": status, "error": kept_error(error), "finished_at": now}
+            return self._end(stored, changes, now, complete_job, release=run.holds_slot)
+
+    def resend_if_unchanged(self, run: Run, due_at: datetime, caught_up: bool = False) -> bool:
+        with self._lock:
+            stored = self._waiting(run, run_state.WAITING)
+            if stored is None or stored.due_at != run.due_at:
+                return False
+            self._runs[self._key(run)] = stored.model_copy(
+                update={"due_at": due_at, "caught_up": stored.caught_up or caught_up}
+            )
+            return True
+
+    def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool:
+        return self._end_waiting(run, RunStatus.FAILED, now, kept_error(error))
+
+    def cancel_run_if_not_started(self, run: RunRef, now: datetime) -> bool:
+        return self._end_waiting(run, RunStatus.CANCELLED, now, None)
+
+    def redrive_run_if_failed(self, run: Run, now: datetime, due_at: datetime) -> Run | None:
+        with self._lock:
+            stored = self._runs.get(self._key(run))
+            if stored is None or stored.status is not RunStatus.FAILED or stored.attempt != run.attempt:
+                return None
+            redriven = stored.model_copy(
+                update={
+                    "status": RunStatus.RETRYING,
+                    "trigger": Trigger.RETRY,
+                    "attempt": stored.attempt + 1,
+                    "first_attempt": stored.attempt + 1,
+                    "next_attempt_at": now,
+                    "due_at": due_at,
+                    "finished_at": None,
+                }
+            )
+            self._runs[self._key(run)] = redriven
+            return redriven
+
+    def wait_turn_if_waiting(self, run: RunRef, due_at: datetime) -> bool:
+        with self._lock:
+            stored = self._waiting(run, run_state.WAITING)
+            if stored is None:
+                return False
+            self._runs[self._key(run)] = stored.model_copy(update={"due_at": due_at})
+            return True
+
+    def set_aside_while_paused(self, run: RunRef, due_at: datetime) -> bool | None:
+        with self._lock:
+            stored = self._waiting(run, run_state.WAITING)
+            if stored is None:
+                return False
+            if not self._paused(run.job_id):
+                return None
+            self._runs[self._key(run)] = stored.model_copy(update={"due_at": due_at})
+            return True
+
+    def set_aside_if_held(self, run: Run, owner: str, due_at: datetime) -> bool | None:
+        with self._lock:
+            stored = self._held(run, owner, slot=run.holds_slot)
+            if stored is None:
+                return False
+            job = self._jobs.get(run.job_id)
+            if (
+                job is None
+                or job.status is not JobStatus.PAUSED
+                or (run.holds_slot and job.running_count < 1)
+            ):
+                return None
+            status = RunStatus.RETRYING if stored.attempt > stored.first_attempt else RunStatus.PENDING
+            self._release(run.job_id, run.holds_slot)
+            self._runs[self._key(run)] = stored.model_copy(
+                update={
+                    "status": status,
+                    "due_at": due_at,
+                    "lease_until": None,
+                    "started_at": None,
+                    "holds_slot": False,
+                }
+            )
+            self._owners.pop(self._key(run), None)
+            return True
+
+
+class FakeRunningSlots(FakeTable):
+    # --- RunningSlots -------------------------------------------------------------------
+
+    def start_run_in_slot(
+        self,
+        run: Run,
+        slots: SlotsAsRead,
+        now: datetime,
+        lease_until: datetime,
+        owner: str,
+        timer: datetime | None = None,
+    ) -> Run | None:
+        me = run.scheduled_for_ms
+        with self._lock:
+            stored = self._waiting(run, run_state.sources_of(RunStatus.RUNNING))
+            if stored is None or (run.delivered_at is None and stored.delivered_at is not None):
+                return None
+            job = self._jobs.get(run.job_id)
+            if (
+                job is None
+                or job.version != slots.version
+                or job.running_count >= slots.max_running
+                or (slots.buffered_run_ms == me and job.buffered_run_ms != me)
+                or (
+                    slots.buffered_run_ms != me
+                    and slots.buffered_goes_first
+                    and job.buffered_run_ms is not None
+                )
+                or (slots.catch_up_front_ms == me and job.catch_up_queue_ms[:1] != [me])
+            ):
+                raise SlotsChanged(f"running slots of job {run.job_id} changed")
+            queue = job.catch_up_queue_ms[1:] if slots.catch_up_front_ms == me else job.catch_up_queue_ms
+            self._jobs[run.job_id] = job.model_copy(
+                update={
+                    "running_count": job.running_count + 1,
+                    "buffered_run_ms": None if slots.buffered_run_ms == me else job.buffered_run_ms,
+                    "catch_up_queue_ms": queue,
+                }
+            )
+            return self._started(stored, now, lease_until, owner, timer, slot=True)
+
+    def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
+        me = run.scheduled_for_ms
+        with self._lock:
+            stored = self._waiting(run, run_state.WAITING)
+            if stored is None:
+                return False
+            job = self._jobs.get(run.job_id)
+            if job is None or job.running_count < slots.max_running or job.buffered_run_ms not in (None, me):
+                raise SlotsChanged(f"running slots of job {run.job_id} changed")
+            self._jobs[run.job_id] = job.model_copy(update={"buffered_run_ms": me})
+            self._runs[self._key(run)] = stored.model_copy(update={"due_at": due_at})
+            return True
+
+    def skip_run_if_waiting(
+        self, run: RunRef, slots: SlotsAsRead, now: datetime, reason: str, complete_job: bool = False
+    ) -> bool:
+        me = run.scheduled_for_ms
+        with self._lock:
+            stored = self._waiting(run, run_state.sources_of(RunStatus.SKIPPED))
+            if stored is None:
+                return False
+            job = self._jobs.get(run.job_id)
+            if slots.waits_behind is not None:
+                holds = job is not None and job.buffered_run_ms == slots.waits_behind
+            else:
+                holds = job is not None and job.running_count >= slots.max_running
+                holds = holds and (
+                    slots.buffered_run_ms != me or (job is not None and job.buffered_run_ms == me)
+                )
+            if complete_job:
+                holds = holds and job is not None and may_complete(job)
+            if not holds or job is None:
+                raise SlotsChanged(f"running slots of job {run.job_id} changed")
+            update: dict[str, Any] = {}
+            if slots.waits_behind is None and slots.buffered_run_ms == me:
+                update["buffered_run_ms"] = None
+            if complete_job:
+                update |= {"status": JobStatus.COMPLETED, "version": job.version + 1, "updated_at": now}
+            self._jobs[run.job_id] = job.model_copy(update=update)
+            self._runs[self._key(run)] = run_ended(
+                stored, {"status": RunStatus.SKIPPED, "finished_at": now, "error": reason[:MAX_ERROR]}
+            )
+            return True
+
+    def rejoin_catch_up_queue(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
+        me = run.scheduled_for_ms
+        with self._lock:
+            stored = self._waiting(run, run_state.WAITING)
+            if stored is None:
+                return False
+            job = self._jobs.get(run.job_id)
+            if slots.running >= slots.max_running:
+                holds = job is not None and job.running_count >= slots.max_running
+            else:
+                holds = job is not None and job.buffered_run_ms == slots.buffered_run_ms
+            if not holds or job is None:
+                raise SlotsChanged(f"running slots of job {run.job_id} changed")
+            self._jobs[run.job_id] = job.model_copy(
+                update={"catch_up_queue_ms": [me, *job.catch_up_queue_ms]}
+            )
+            self._runs[self._key(run)] = stored.model_copy(update={"due_at": due_at})
+            return True
+
+    def leave_catch_up_queue(self, job_id: str, run_ms: int) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.catch_up_queue_ms[:1] != [run_ms]:
+                return False
+            self._jobs[job_id] = job.model_copy(update={"catch_up_queue_ms": job.catch_up_queue_ms[1:]})
+            return True
+
+    def clear_buffered_run(self, job_id: str, run_ms: int) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.buffered_run_ms != run_ms:
+                return False
+            self._jobs[job_id] = job.model_copy(update={"buffered_run_ms": None})
+            return True

@@ -1,0 +1,53 @@
+"""What the contract suites of the jobs table's ports share (`tests/integration/
+test_store_contract*.py`): the firing they claim, and helpers that read the due index and
+set up claimed and started runs, on whichever store the `store` fixture hands them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from scheduler_core import keys
+from scheduler_core.clock import to_ms
+from scheduler_core.entities import Job, Run
+from scheduler_core.ports import JobStore
+from tests.support.builders import T0, a_job, a_run
+
+SHARDS = 4
+MINUTE = timedelta(minutes=1)
+LEASE = timedelta(minutes=9)
+AT = T0 + MINUTE  # the firing the cases claim
+
+
+def due_jobs(store: JobStore, job: Job, when: datetime, until: datetime | None = None) -> list[str]:
+    """The ids of the jobs in the due index bucket of `job`'s shard at `when`."""
+    shard = keys.shard_for(job.job_id, SHARDS)
+    bucket = to_ms(when) // 60_000 * 60_000
+    limit = to_ms(until or when + MINUTE)
+    return [j.job_id for page in store.due_pages(shard, bucket, limit) for j in page.jobs]
+
+
+def due_runs(
+    store: JobStore, job: Job, when: datetime, runs_until: datetime | None = None
+) -> tuple[list[int], int]:
+    shard = keys.shard_for(job.job_id, SHARDS)
+    bucket = to_ms(when) // 60_000 * 60_000
+    pages = list(store.due_pages(shard, bucket, bucket + 59_999, to_ms(runs_until) if runs_until else None))
+    return [r.scheduled_for_ms for page in pages for r in page.runs], sum(page.later_runs for page in pages)
+
+
+def claimed(store: JobStore, job: Job | None = None) -> tuple[Job, Run]:
+    """`job` (a new one by default) created and its firing at `AT` claimed."""
+    job = job or a_job()
+    assert store.put_job_if_absent(job)
+    run = a_run(job, AT, due_at=AT + timedelta(seconds=30))
+    assert store.claim_if_unchanged(job, run, AT + MINUTE, T0)
+    stored = store.get_run(job.job_id, to_ms(AT))
+    assert stored is not None
+    return job, stored
+
+
+def started(store: JobStore, owner: str = "w1") -> tuple[Job, Run]:
+    job, run = claimed(store)
+    running = store.start_run_if_waiting(run, AT, AT + LEASE, owner)
+    assert running is not None
+    return job, running
