@@ -1,29 +1,17 @@
-"""Executing a run from its queue message (DESIGN §3, "Work"): start the attempt with a
-conditional write, call the target, record the outcome.
+"""Executing a run from its queue message (DESIGN §3, "Work"): read the job and the run
+together, wait for the run's time, start the attempt (`admission`), call the target, record
+the end (`lifecycle`). What this guarantees (one attempt at a time, every later write fenced
+by the attempt's lease owner, the run item as its own idempotency record, a late success
+kept for the next attempt) is written once, in docs/concepts/guarantees.md; how a pause, a
+cancel or the job's overlap policy bears on a start, in docs/concepts/job-control.md and
+overlap.md.
 
-The run item is also the run's idempotency record: the start marks the attempt in progress
-(leased to one worker, so no second attempt starts while the lease holds; a long call renews
-it) and the finish records the answer, so a duplicate message finds the run SUCCEEDED and
-never calls again. The one window left is a worker that dies between the target's answer and
-the finish write: the next attempt calls again with the same `Idempotency-Key`. A call that
-succeeds after its worker lost the lease is recorded on the run, and the next attempt that
-has not called yet finishes with it.
-
-A message is a pointer; the run item decides. The worker reads the job and the run together
-(one BatchGetItem), waits for the run's time (SQS delivers a little early), then starts it.
-A duplicate or stale message finds the run already started (or finished, or at another
-attempt) and is dropped, with no write. Every write after the
-start is fenced by the attempt and this worker's lease owner token: a worker that lost its
-lease (slow, paused, timed out, and the watchdog moved the run on) cannot finish, retry or
-fail the run. A message for a job cancelled before the call cancels its run. A message for
-a job paused before the call sets its run aside, still waiting, same attempt, for the resume
-to decide (the job's misfire policy); a manual run goes on: it was asked for by name.
-
-The start honours the job's concurrency policy (`overlap`): the attempt takes one of the
-job's running slots in the same transaction, conditioned on the job's version as read (so a
-pause, cancel or change since is read again before any call), or the run waits for one
-(BUFFER_ONE) or is skipped. Every write that ends the attempt gives the slot back. An ALLOW
-run's start writes only the run, so its worker reads the job once more before the call.
+Why the order: a message is a pointer and the run item decides, so a duplicate or stale
+message is dropped with no write. SQS delays in whole seconds and hands messages over a
+little early, so the worker waits out the rest before the start: the start's conditional
+write then fences the job as it is at the run's time, and a job paused, cancelled or
+changed meanwhile is read again. An ALLOW start writes only the run, so its worker reads the
+job once more before the call.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Overlap and concurrency (DESIGN §3, "Work"): whether a run due to start takes one of its
-job's running slots, waits for one, or is skipped. Pure: the worker decides with `admit`, then
-writes the decision conditionally on the job's counters as it read them (`running_count`,
-`buffered_run_ms` on the job item), so a decision made on a stale read is refused and made
-again.
+job's running slots, waits for one, or is skipped. The rules, and how slots are taken and
+given back, are written once in docs/concepts/overlap.md (and the catch-up queue's in
+docs/concepts/misfires.md).
 
-- A slot is taken by an attempt's start, in the same transaction, and given back by every
-  write that ends the attempt (succeeded, failed, retrying, cancelled, taken over by the
-  watchdog at lease expiry), so a dead worker holds it no longer than its lease.
-- A retry gave its slot back when its attempt failed; it takes one again at its next start,
-  under the same policy as any run.
-- ALLOW counts nothing: its runs neither take nor give back slots.
-- Missed firings caught up (misfire CATCH_UP) are not skipped, whatever the overlap: they
-  queue (`catch_up_queue_ms` on the job, oldest first) and start one after another as slots
-  come free, each woken by the end of the run before it. Every missed firing runs, and never
-  more than `max_running` at once. A caught-up run leaves the queue as it starts; should its
-  attempt fail (or a pause set it aside), its next start without a free slot takes the
-  queue's front again (REJOIN) rather than being skipped (`Run.caught_up` marks it).
+Pure, and why: the worker decides with `admit` on the job's counters as it read them
+(`running_count`, `buffered_run_ms`, `catch_up_queue_ms`), then writes the decision
+conditioned on those counters (`slots_as_read`), so a decision made on a stale read is
+refused by the store and made again rather than locked against.
 """
 
 from __future__ import annotations
