@@ -12,9 +12,8 @@ from scheduler_core import keys, run_state
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import JobStatus, RunStatus
+from scheduler_core.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
 
-MAX_ERROR = 2000  # the longest `error` a run keeps, as the adapter does
 ENDED_FOR_GOOD = frozenset({RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.SKIPPED})
 
 
@@ -173,7 +172,7 @@ def holds_a_slot(run: RunRef) -> bool:
 
 
 def kept_error(error: str | None) -> str | None:
-    return error[:MAX_ERROR] if error else None
+    return error[:MAX_RUN_ERROR] if error else None
 
 
 def created_key(job: Job) -> str:

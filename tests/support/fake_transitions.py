@@ -10,10 +10,9 @@ from scheduler_core import run_state
 from scheduler_core.entities import Run
 from scheduler_core.overlap import SlotsAsRead
 from scheduler_core.ports import RunRef, SlotsChanged
-from scheduler_core.vocabulary import JobStatus, RunStatus, Trigger
+from scheduler_core.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
 from tests.support.fake_table import (
     ENDED_FOR_GOOD,
-    MAX_ERROR,
     FakeTable,
     holds_a_slot,
     kept_error,
@@ -298,7 +297,7 @@ class FakeRunningSlots(FakeTable):
                 update |= {"status": JobStatus.COMPLETED, "version": job.version + 1, "updated_at": now}
             self._jobs[run.job_id] = job.model_copy(update=update)
             self._runs[self._key(run)] = run_ended(
-                stored, {"status": RunStatus.SKIPPED, "finished_at": now, "error": reason[:MAX_ERROR]}
+                stored, {"status": RunStatus.SKIPPED, "finished_at": now, "error": reason[:MAX_RUN_ERROR]}
             )
             return True
 

@@ -26,7 +26,7 @@ from scheduler_core.contention import through_contention
 from scheduler_core.entities import Job, Run, iso_or_none
 from scheduler_core.job_firings import following_firing, scheduled_run
 from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.messages import Outbox
+from scheduler_core.messages import BATCH_SIZE, Outbox
 from scheduler_core.observability import logger, metrics
 from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.parallel import InOrder, Runner
@@ -37,7 +37,7 @@ from scheduler_core.vocabulary import JobStatus, MisfirePolicy
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
-SEND_BATCH = 10
+SEND_BATCH = BATCH_SIZE
 # How long before its function's timeout a poll stops claiming: time for the claims under
 # way and the last sends.
 STOP_BEFORE_TIMEOUT = timedelta(seconds=5)

@@ -65,5 +65,8 @@ DEFAULT_CATCH_UP_WINDOW_SECONDS = 3_600
 MIN_CATCH_UP_WINDOW_SECONDS = 60
 MAX_CATCH_UP_WINDOW_SECONDS = 7 * 86_400
 
+# The longest `error` a run keeps (characters); a longer one is cut.
+MAX_RUN_ERROR = 2000
+
 # Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
 RUN_METADATA_KEY = "scheduler"

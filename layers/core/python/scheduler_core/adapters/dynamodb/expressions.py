@@ -29,8 +29,6 @@ ACTIVE_WITH_NOTHING_LEFT_TO_FIRE = (
 LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms", "slot")
 # A running attempt that holds one of its job's running slots (`slot`: see `overlap`).
 HOLDS_SLOT = "attribute_exists(slot)"
-# The longest `error` a run keeps.
-MAX_ERROR = 2000
 JOIN_CATCH_UP_QUEUE = f"{CATCH_UP_QUEUE} = list_append(if_not_exists({CATCH_UP_QUEUE}, :no_runs), :queued)"
 
 

@@ -12,7 +12,6 @@ from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,
     LEASE_AND_TIMER,
-    MAX_ERROR,
     RUN_ABSENT,
     holds_slot,
     status_in_values,
@@ -22,7 +21,7 @@ from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Job, Run
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.vocabulary import MAX_RUN_ERROR, RunStatus
 
 
 class RunsTable(TransactionalWrites):
@@ -112,7 +111,7 @@ class RunsTable(TransactionalWrites):
                 "status": str(status),
                 "finished_at_ms": to_ms(now),
                 "expires_at": self._codec.expiry(now),
-                "error": error[:MAX_ERROR] if error else None,
+                "error": error[:MAX_RUN_ERROR] if error else None,
                 "response_code": response_code,
                 "lateness_ms": lateness_ms,
             },
@@ -154,7 +153,7 @@ class RunsTable(TransactionalWrites):
                 "status": str(RunStatus.RETRYING),
                 "attempt": run.attempt + 1,
                 "next_attempt_at_ms": to_ms(next_attempt_at),
-                "error": error[:MAX_ERROR] if error else None,
+                "error": error[:MAX_RUN_ERROR] if error else None,
                 "response_code": response_code,
                 "lateness_ms": lateness_ms,
                 **self._codec.due_attributes(run.job_id, due_at),

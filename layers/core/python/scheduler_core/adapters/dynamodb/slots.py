@@ -12,7 +12,6 @@ from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_va
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     LEASE_AND_TIMER,
-    MAX_ERROR,
     status_in_values,
     status_one_of_values,
 )
@@ -21,7 +20,7 @@ from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.overlap import SlotsAsRead
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.vocabulary import MAX_RUN_ERROR, RunStatus
 
 
 class SlotsTable(TransactionalWrites):
@@ -124,7 +123,7 @@ class SlotsTable(TransactionalWrites):
                 "status": str(RunStatus.SKIPPED),
                 "finished_at_ms": to_ms(now),
                 "expires_at": self._codec.expiry(now),
-                "error": reason[:MAX_ERROR],
+                "error": reason[:MAX_RUN_ERROR],
             },
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},

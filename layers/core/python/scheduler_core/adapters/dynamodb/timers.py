@@ -12,7 +12,6 @@ from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,
     LEASE_AND_TIMER,
-    MAX_ERROR,
     RUNNING_ATTEMPT,
     holds_slot,
     status_one_of_values,
@@ -21,7 +20,7 @@ from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.clock import to_ms
 from scheduler_core.entities import Run
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.vocabulary import MAX_RUN_ERROR, RunStatus
 
 
 class RunTimersTable(TransactionalWrites):
@@ -57,7 +56,7 @@ class RunTimersTable(TransactionalWrites):
             "seen_lease": to_ms(run.lease_until),
             "now": to_ms(now),
         }
-        sets: dict[str, Any] = {"status": str(status), "error": error[:MAX_ERROR]}
+        sets: dict[str, Any] = {"status": str(status), "error": error[:MAX_RUN_ERROR]}
         if status is RunStatus.RETRYING:
             assert next_attempt_at is not None
             assert due_at is not None
@@ -104,7 +103,7 @@ class RunTimersTable(TransactionalWrites):
                 run.scheduled_for_ms,
                 {
                     "status": str(RunStatus.FAILED),
-                    "error": error[:MAX_ERROR],
+                    "error": error[:MAX_RUN_ERROR],
                     "finished_at_ms": to_ms(now),
                     "expires_at": self._codec.expiry(now),
                 },
