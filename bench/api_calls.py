@@ -39,13 +39,13 @@ from bench.stack import BenchStack, DeployedFunction, environment, moto_session
 from functions.poller.handler import handler as poller_handler
 from infra.local.cloud import STACK_NAME
 from infra.local.deployment import REGION
-from scheduler_core.api_shapes import JobCreate
-from scheduler_core.aws import RETRY_CONFIG, AwsClients
-from scheduler_core.clock import ManualClock, from_ms, to_ms
+from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
-from scheduler_core.messages import RunMessage
+from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.clock import ManualClock, from_ms, to_ms
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus
 from scheduler_core.observability import logger, metrics
-from scheduler_core.vocabulary import JobStatus, Priority, RunStatus
 
 TENANT = "arn:aws:iam::123456789012:user/bench"
 FUNCTIONS = "functions"

@@ -47,8 +47,11 @@ from bench.report import describe_machine, machine, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.console import short_name
 from infra.local.functions import FunctionHost
-from scheduler_core import keys
-from scheduler_core.outcomes import RUN_FINISHED, TAKEN_OVER  # how the worker's attempts end their lines
+from scheduler_core.domain import keys
+from scheduler_core.domain.outcomes import (  # how the worker's attempts end their lines
+    RUN_FINISHED,
+    TAKEN_OVER,
+)
 
 # What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
 POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)

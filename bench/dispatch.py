@@ -19,18 +19,18 @@ from typing import Any
 from bench.metering import CallLog
 from bench.report import table
 from bench.stack import BenchStack, moto_session
-from scheduler_core import keys
+from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.adapters.dynamodb import DUE_INDEX
-from scheduler_core.aws import RETRY_CONFIG, AwsClients
-from scheduler_core.clock import SystemClock, from_ms, to_ms
 from scheduler_core.composition import build_dispatcher, build_store
-from scheduler_core.entities import Job
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import SystemClock, from_ms, to_ms
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.target_spec import HttpTarget
+from scheduler_core.domain.vocabulary import JobStatus, Priority
 from scheduler_core.observability import metrics
-from scheduler_core.parallel import InOrder
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.target_spec import HttpTarget
-from scheduler_core.vocabulary import JobStatus, Priority
+from scheduler_core.services.parallel import InOrder
 
 SHARD = 0
 TENANT = "arn:aws:iam::123456789012:user/bench"

@@ -33,9 +33,9 @@ from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import percentile, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
-from scheduler_core import keys
-from scheduler_core.clock import from_ms, to_ms
-from scheduler_core.entities import iso_or_none
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import from_ms, to_ms
+from scheduler_core.domain.entities import iso_or_none
 
 CREATE_THREADS = 8
 CREATE_TIMEOUT_SECONDS = 30

@@ -45,7 +45,7 @@ from infra.config import PRIORITIES
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.event_sources import SqsEventSource
 from infra.local.functions import FunctionHost
-from scheduler_core.clock import to_ms
+from scheduler_core.domain.clock import to_ms
 
 MEASURED = ("HIGH", "LOW")
 DEFAULT_LOOKAHEAD_SECONDS = 120  # the functions' Settings default

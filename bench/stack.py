@@ -23,9 +23,9 @@ from infra.local.deployment import (
     free_port,
     synthesize,
 )
-from scheduler_core.aws import RETRY_CONFIG
+from scheduler_core.adapters.aws import RETRY_CONFIG
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 
 
 @contextlib.contextmanager

@@ -147,7 +147,7 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
-        # Within the poller's AWS client connection pool (scheduler_core.aws, 32).
+        # Within the poller's AWS client connection pool (scheduler_core.adapters.aws, 32).
         _check_range("claim_parallelism", self.claim_parallelism, 1, 32)
         # The same bounds the functions' Settings model enforces.
         _check_range("lookahead_seconds", self.lookahead_seconds, 60, 840)

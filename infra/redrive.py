@@ -1,7 +1,7 @@
 """`python -m infra.redrive` (`make redrive`): move a deployed stack's DLQ back.
 
 Reads the stack's outputs (its tables, queues and the settings its functions share; see
-infra/stack.py), then makes one pass of `scheduler_core.redrive` over the DLQ: FAILED runs
+infra/stack.py), then makes one pass of `scheduler_core.services.redrive` over the DLQ: FAILED runs
 get a new attempt, poison run messages go back to their priority queue, records of runs
 that moved on are dropped, anything unreadable stays. Prints what became of each message.
 
@@ -25,11 +25,11 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from infra.config import STACK_NAME, output_variable
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import SystemClock
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.composition import build_redriver
+from scheduler_core.domain.clock import SystemClock
 from scheduler_core.observability import logger, metrics
-from scheduler_core.redrive import RedriveOutcome, RedriveReport
+from scheduler_core.services.redrive import RedriveOutcome, RedriveReport
 from scheduler_core.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What job targets the worker may reach: one list of ARN patterns per kind, used for the
 worker's IAM grants (`workers`) and handed to the api function, which refuses a target
-outside them at create and change (`scheduler_core.target_access`)."""
+outside them at create and change (`scheduler_core.domain.target_access`)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ from bench.capacity.kernel import Sim
 from bench.capacity.latency import LatencyModel
 from bench.capacity.partitions import CapacityModel, Charge
 from bench.metering import WriteMeter, _units, item_size, read_units
-from scheduler_core.aws import RETRY_CONFIG, AwsClients
+from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

@@ -22,7 +22,7 @@ from typing import Any, SupportsIndex
 import greenlet
 import simpy
 
-from scheduler_core.clock import Clock
+from scheduler_core.domain.clock import Clock
 
 
 class Deadline(BaseException):
@@ -122,7 +122,7 @@ class Sim:
 
 
 class SimClock(Clock):
-    """`scheduler_core.clock.Clock` in the simulation's virtual time."""
+    """`scheduler_core.domain.clock.Clock` in the simulation's virtual time."""
 
     def __init__(self, sim: Sim) -> None:
         self._sim = sim
@@ -155,7 +155,7 @@ def virtual_sleep(sim: Sim) -> Iterator[None]:
 
 
 class TaskRunner:
-    """`scheduler_core.parallel.Runner` in virtual time: a pool of `workers` tasks taking
+    """`scheduler_core.services.parallel.Runner` in virtual time: a pool of `workers` tasks taking
     the items in order, each as soon as it is free, as the deployed poller's thread pool
     does (where the deployed poller uses threads, which the simulation cannot see: a call
     on another thread would take no virtual time and go uncounted).

@@ -31,10 +31,10 @@ from moto.sqs.models import sqs_backends
 from bench.capacity.aws import ACCOUNT, REGION, SimulatedAws
 from bench.capacity.kernel import Sim
 from bench.capacity.latency import COLD_START, DELAYED_PICKUP_MAX_SECONDS, LONG_POLL_SECONDS, WARM_INVOKE
-from scheduler_core.aws import AwsClients
-from scheduler_core.execution import RunExecutor, RunNotDueYet
-from scheduler_core.messages import RunMessage
-from scheduler_core.queues import SqsMessageLease
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.queues import SqsMessageLease
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 
 ACCOUNT_CONCURRENCY = 1_000
 

@@ -52,13 +52,13 @@ from typing import Any
 
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
-from scheduler_core import keys
-from scheduler_core.api_shapes import JobCreate
-from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_store
-from scheduler_core.entities import Job
-from scheduler_core.jobs import JobService
-from scheduler_core.vocabulary import JobStatus, Priority
+from scheduler_core.domain import keys
+from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.vocabulary import JobStatus, Priority
+from scheduler_core.services.jobs import JobService
 
 TENANT = "arn:aws:iam::123456789012:user/capacity"
 CREATORS = 8  # concurrent creates, as `make bench` creates with 8 threads

@@ -23,15 +23,15 @@ from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
 from bench.capacity.partitions import CapacityModel
 from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE
-from scheduler_core.aws import AwsClients
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
-from scheduler_core.dispatch import SEND_BATCH, Dispatcher
-from scheduler_core.execution import RunExecutor
-from scheduler_core.jobs import JobService
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger, metrics
+from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher
+from scheduler_core.services.execution import RunExecutor
+from scheduler_core.services.jobs import JobService
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
 TARGET_URL = "https://target.example.com/hook"

@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
+from scheduler_core.adapters.aws import is_throttling
 from scheduler_core.api import (
     as_json,
     describe,
@@ -24,16 +25,15 @@ from scheduler_core.api import (
     strict_json,
     version_of,
 )
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.aws import is_throttling
 from scheduler_core.composition import default_job_service
-from scheduler_core.errors import SchedulerError
-from scheduler_core.jobs import JobService
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.errors import SchedulerError
+from scheduler_core.domain.tenancy import tenant_of
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import StoreContention
+from scheduler_core.services.jobs import JobService
 from scheduler_core.settings import settings_from_env
-from scheduler_core.tenancy import tenant_of
-from scheduler_core.vocabulary import JobStatus, RunStatus
 
 API_TITLE = "serverless-scheduler"
 API_VERSION = "1.0.0"

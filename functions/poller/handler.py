@@ -9,8 +9,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler_core.composition import default_dispatcher
-from scheduler_core.dispatch import Dispatcher
 from scheduler_core.observability import logger, metrics, tracer
+from scheduler_core.services.dispatch import Dispatcher
 
 
 class PollEvent(BaseModel):

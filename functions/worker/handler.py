@@ -17,14 +17,14 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from scheduler_core.adapters.queues import SqsMessageLease, queue_url_for_arn
 from scheduler_core.composition import default_clients, default_run_executor
-from scheduler_core.execution import RunExecutor, RunNotDueYet
-from scheduler_core.messages import RunMessage
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger, metrics, tracer
-from scheduler_core.outcomes import Outcome
-from scheduler_core.queues import SqsMessageLease, queue_url_for_arn
+from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 from scheduler_core.settings import settings_from_env
-from scheduler_core.vocabulary import Priority
 
 MAX_BATCH = 10  # SQS's largest batch for a standard queue without a batching window
 

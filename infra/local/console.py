@@ -9,7 +9,7 @@ import threading
 from datetime import UTC, datetime
 from typing import TextIO
 
-RUN_FINISHED = "run finished"  # the worker's log message of each attempt (scheduler_core.execution)
+RUN_FINISHED = "run finished"  # the worker's log message of each attempt (scheduler_core.services.execution)
 
 
 class Console:

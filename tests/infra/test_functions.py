@@ -8,8 +8,8 @@ from aws_cdk import aws_lambda as lambda_
 
 from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, ConfigError, output_variable
 from infra.function import SchedulerFunction
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 from tests.infra.conftest import Synthesis
 
 POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"}

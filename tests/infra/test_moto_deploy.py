@@ -13,9 +13,9 @@ from moto import mock_aws
 
 from infra.redrive import deployed_settings
 from scheduler_core.composition import build_target_access
+from scheduler_core.domain.target_spec import SnsTarget
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
-from scheduler_core.target_spec import SnsTarget
-from scheduler_core.vocabulary import Priority
 from tests.infra.conftest import Synthesis
 
 # Resource types moto's CloudFormation skips (with a warning), and why the local cloud

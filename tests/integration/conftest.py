@@ -10,8 +10,8 @@ import pytest
 from freezegun import freeze_time
 from moto import mock_aws
 
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.aws import AwsClients
 from scheduler_core.ports import JobStore
 from tests.support.fake_store import InMemoryJobStore
 from tests.support.harness import (

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from functions.api import handler as api
-from scheduler_core.errors import Conflict, NotFound
+from scheduler_core.domain.errors import Conflict, NotFound
 from scheduler_core.observability import logger
 from scheduler_core.ports import StoreContention
 from tests.support.events import LambdaContext, api_event

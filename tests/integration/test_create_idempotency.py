@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.dispatch import Dispatcher
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.services.dispatch import Dispatcher
 from tests.support.events import BOB
 from tests.support.harness import ApiReply, FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver

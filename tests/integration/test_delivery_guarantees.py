@@ -30,10 +30,8 @@ from botocore.compat import HTTPHeaders
 from moto import mock_aws
 
 from functions.worker.handler import handler as worker_handler
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.api_shapes import JobCreate
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from scheduler_core.composition import (
     build_dispatcher,
     build_job_service,
@@ -42,16 +40,18 @@ from scheduler_core.composition import (
     build_store,
     build_targets,
 )
-from scheduler_core.dispatch import CONTENTION_PAUSES_MS
-from scheduler_core.entities import Run
-from scheduler_core.execution import END_WRITE_PAUSES, RunExecutor
-from scheduler_core.messages import DeadLetter, RunMessage, run_message
-from scheduler_core.outcomes import Outcome
-from scheduler_core.policies import RetryPolicy
+from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
+from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.retry import backoff
+from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.ports import StoreContention
-from scheduler_core.retry import backoff
+from scheduler_core.services.dispatch import CONTENTION_PAUSES_MS
+from scheduler_core.services.execution import END_WRITE_PAUSES, RunExecutor
 from scheduler_core.settings import Settings, settings_from_env
-from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import http_job, iso
 from tests.support.receiver import WebhookReceiver

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher
-from scheduler_core.entities import Job, Run
-from scheduler_core.messages import RunMessage
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import RunMessage
 from scheduler_core.ports import StoreContention
 from scheduler_core.settings import Settings
 from tests.support.harness import FrozenClock, SchedulerHarness

@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from scheduler_core import keys
-from scheduler_core.aws import AwsClients
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.composition import build_dispatcher
-from scheduler_core.entities import Run
-from scheduler_core.execution import RunNotDueYet
-from scheduler_core.messages import DeadLetter, RunMessage, run_message
-from scheduler_core.policies import RetryPolicy
+from scheduler_core.domain import keys
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.vocabulary import Priority, RunStatus
+from scheduler_core.services.execution import RunNotDueYet
 from scheduler_core.settings import settings_from_env
-from scheduler_core.vocabulary import Priority, RunStatus
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
 from scheduler_core.adapters.dynamodb import listing as listing_module
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.ports import Delivery
 from tests.support.events import BOB
 from tests.support.harness import FrozenClock, SchedulerHarness

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.clock import from_ms
-from scheduler_core.dispatch import PollReport
-from scheduler_core.entities import Job, Run
-from scheduler_core.overlap import slots_as_read
+from scheduler_core.domain.clock import from_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.overlap import slots_as_read
+from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.ports import Delivery
-from scheduler_core.vocabulary import Priority, RunStatus
+from scheduler_core.services.dispatch import PollReport
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.messages import RunMessage
-from scheduler_core.outcomes import Outcome
-from scheduler_core.overlap import slots_as_read
-from scheduler_core.vocabulary import Priority, RunStatus
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.overlap import slots_as_read
+from scheduler_core.domain.vocabulary import Priority, RunStatus
 from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import iso

@@ -6,11 +6,11 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
 from scheduler_core.composition import build_dispatcher, build_store
-from scheduler_core.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -17,14 +17,14 @@ from moto.server import ThreadedMotoServer
 
 from infra import redrive as cli
 from infra.config import output_key
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import SystemClock
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.queues import SqsDeadLetterQueue
 from scheduler_core.composition import build_lifecycle, build_queue, build_redriver, build_store
+from scheduler_core.domain.clock import SystemClock
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import DeadLetterMessage
-from scheduler_core.queues import SqsDeadLetterQueue
-from scheduler_core.redrive import DeadLetterRedriver, RedriveOutcome
+from scheduler_core.services.redrive import DeadLetterRedriver, RedriveOutcome
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver
 

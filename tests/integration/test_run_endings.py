@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from scheduler_core.messages import RunMessage
-from scheduler_core.overlap import slots_as_read
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.overlap import slots_as_read
+from scheduler_core.domain.vocabulary import RunStatus
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduler_core.clock import to_ms
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import CursorNotValid, JobStore
-from scheduler_core.vocabulary import JobStatus, RunStatus, Trigger
 from tests.support.builders import T0, a_job, a_run
 from tests.support.store_contract import AT, MINUTE, claimed, due_jobs, due_runs
 

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler_core.overlap import slots_as_read
-from scheduler_core.policies import ConcurrencyPolicy
+from scheduler_core.domain.overlap import slots_as_read
+from scheduler_core.domain.policies import ConcurrencyPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, Overlap, RunStatus, Trigger
 from scheduler_core.ports import JobStore, SlotsChanged
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, Overlap, RunStatus, Trigger
 from tests.support.builders import T0, a_job, a_run
 from tests.support.store_contract import AT, LEASE, MINUTE, claimed, started
 

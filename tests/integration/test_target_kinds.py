@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from scheduler_core.entities import Run
-from scheduler_core.target_spec import EventBridgeTarget
-from scheduler_core.targets import TargetDelivery
-from scheduler_core.vocabulary import Priority, RunStatus, Trigger
+from scheduler_core.adapters.targets import TargetDelivery
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.target_spec import EventBridgeTarget
+from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
 from tests.support.events import ACCOUNT, ALICE
 from tests.support.harness import FrozenClock, SchedulerHarness
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.schedule import ScheduleSpec, jittered
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.schedule import ScheduleSpec, jittered
+from scheduler_core.domain.vocabulary import Priority
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import http_job, iso
 from tests.support.receiver import WebhookReceiver

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.chaos import read_log
 from infra.local.console import Console
-from scheduler_core.outcomes import RUN_FINISHED, TAKEN_OVER
+from scheduler_core.domain.outcomes import RUN_FINISHED, TAKEN_OVER
 
 WORKER = "ServerlessScheduler-WorkersWorkerFunction4647CDED-0PLIA7SCP48I"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.policies import ConcurrencyPolicy, RetryPolicy
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus, Trigger
 
 T0 = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
-from scheduler_core.cursors import decode_cursor, encode_cursor
-from scheduler_core.entities import Job, Run
+from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.ports import CursorNotValid, DueItems, Page
-from scheduler_core.vocabulary import JobStatus, RunStatus
 from tests.support.fake_table import FakeTable, created_key
 from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions
 

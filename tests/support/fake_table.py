@@ -8,11 +8,11 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from scheduler_core import keys, run_state
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain import keys, run_state
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
 
 ENDED_FOR_GOOD = frozenset({RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.SKIPPED})
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scheduler_core import run_state
-from scheduler_core.entities import Run
-from scheduler_core.overlap import SlotsAsRead
+from scheduler_core.domain import run_state
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.overlap import SlotsAsRead
+from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
 from scheduler_core.ports import RunRef, SlotsChanged
-from scheduler_core.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
 from tests.support.fake_table import (
     ENDED_FOR_GOOD,
     FakeTable,

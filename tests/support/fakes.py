@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler_core.clock import ManualClock
-from scheduler_core.dispatch import Dispatcher, PollPolicy
-from scheduler_core.entities import Job, Run
-from scheduler_core.execution import RunExecutor
-from scheduler_core.jobs import JobService
-from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
-from scheduler_core.messages import DeadLetter
-from scheduler_core.parallel import InOrder
+from scheduler_core.domain.clock import ManualClock
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.ports import DeadLetterMessage, Delivery, KeyInUse, KeyReused
+from scheduler_core.services.dispatch import Dispatcher, PollPolicy
+from scheduler_core.services.execution import RunExecutor
+from scheduler_core.services.jobs import JobService
+from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
+from scheduler_core.services.parallel import InOrder
 from tests.support.fake_store import InMemoryJobStore
 
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler_core.composition import build_lifecycle, build_store, build_targets
-from scheduler_core.entities import Job, Run
-from scheduler_core.execution import RunExecutor
-from scheduler_core.messages import DeadLetter
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.ports import Delivery, TargetInvoker
+from scheduler_core.services.execution import RunExecutor
 from tests.support.events import LambdaContext
 from tests.support.harness import SchedulerHarness
 

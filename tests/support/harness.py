@@ -13,8 +13,7 @@ from typing import Any
 from functions.api.handler import handler as api_handler
 from functions.poller.handler import handler as poller_handler
 from functions.worker.handler import handler as worker_handler
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import Clock
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.composition import (
     build_dispatcher,
     build_job_service,
@@ -23,9 +22,10 @@ from scheduler_core.composition import (
     build_store,
     build_targets,
 )
-from scheduler_core.dispatch import PollReport
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.services.dispatch import PollReport
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
 
 JOBS_TABLE = "jobs"

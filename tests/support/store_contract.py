@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.ports import JobStore
 from tests.support.builders import T0, a_job, a_run
 

@@ -4,6 +4,7 @@ imports boto3, and services never import an adapter (the composition root wires 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,22 @@ import pytest
 import scheduler_core
 
 PACKAGE = Path(scheduler_core.__file__).parent
-PURE = [
-    "vocabulary", "strict", "wallclock", "schedule", "target_spec", "policies", "api_shapes",
-    "entities", "keys", "run_state", "retry", "misfire", "overlap", "messages", "clock",
-    "cursors", "errors", "tenancy", "target_access", "api", "resume", "job_firings", "outcomes",
-]  # fmt: skip
-SERVICES = ["jobs", "job_control", "dispatch", "execution", "admission", "lifecycle", "redrive"]
-ADAPTERS = {"adapters", "queues", "targets", "idempotency", "aws", "composition"}
+
+
+def modules_in(folder: str) -> list[str]:
+    return sorted(path.stem for path in (PACKAGE / folder).glob("*.py") if path.stem != "__init__")
+
+
+DOMAIN = modules_in("domain")
+SERVICES = modules_in("services")
+# Pure too, beside the domain: the API's HTTP plumbing and the ports' interfaces.
+PURE = [f"domain.{module}" for module in DOMAIN] + ["api", "ports"]
+
+
+def test_the_layers_are_folders() -> None:
+    assert {"entities", "schedule", "vocabulary"} <= set(DOMAIN)
+    assert {"dispatch", "execution", "jobs"} <= set(SERVICES)
+    assert (PACKAGE / "adapters" / "dynamodb").is_dir()
 
 
 @pytest.mark.parametrize("module", PURE)
@@ -33,27 +43,36 @@ def test_pure_modules_load_without_boto(module: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def imported_siblings(module: str) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module.startswith("scheduler_core."):
-                names.add(node.module.split(".")[1])
-            elif node.module == "scheduler_core":
-                names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.Import):
-            names |= {
-                alias.name.split(".")[1] for alias in node.names if alias.name.startswith("scheduler_core.")
-            }
-    return names
+def layers_imported(module: str) -> set[str]:
+    """The parts of the package `module` imports (`domain`, `services`, `ports`, `adapters`,
+    `composition`, ...), the module's own included."""
+    return {imported.split(".")[1] for imported in import_graph()[module]}
+
+
+@pytest.mark.parametrize("module", DOMAIN)
+def test_the_domain_imports_only_the_domain(module: str) -> None:
+    assert layers_imported(f"scheduler_core.domain.{module}") <= {"domain"}
 
 
 @pytest.mark.parametrize("module", SERVICES)
 def test_services_depend_on_ports_not_adapters(module: str) -> None:
-    assert imported_siblings(module) & ADAPTERS == set()
+    assert (
+        layers_imported(f"scheduler_core.services.{module}") & {"adapters", "composition", "settings"}
+        == set()
+    )
 
 
+def test_ports_name_domain_things_only() -> None:
+    assert layers_imported("scheduler_core.ports") <= {"domain"}
+
+
+def test_adapters_never_call_a_service() -> None:
+    adapters = [name for name in import_graph() if name.startswith("scheduler_core.adapters.")]
+    assert len(adapters) > 10
+    assert {name: "services" for name in adapters if "services" in layers_imported(name)} == {}
+
+
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """Every module of the package and the modules of the package it imports: anywhere in
     it, under `TYPE_CHECKING` and inside functions too."""
@@ -67,10 +86,9 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         imported: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "scheduler_core":
-                imported |= {f"scheduler_core.{alias.name}" for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                imported.add(node.module)
+            if isinstance(node, ast.ImportFrom) and node.module:
+                # `from scheduler_core.domain import keys` imports the module `keys` too.
+                imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
             elif isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names}
         graph[name] = imported & set(modules)
@@ -97,4 +115,4 @@ def test_no_module_imports_itself_back_even_for_type_checking() -> None:
 
 
 def test_the_vocabulary_imports_nothing_of_ours() -> None:
-    assert import_graph()["scheduler_core.vocabulary"] == set()
+    assert import_graph()["scheduler_core.domain.vocabulary"] == set()

@@ -8,8 +8,8 @@ import pytest
 from bench.lateness import Created, net_of_moto, overlaps, run_paths, stall_spans, summarize
 from bench.receiver import Arrival
 from bench.report import percentile
-from scheduler_core.clock import from_ms
-from scheduler_core.entities import iso_or_none
+from scheduler_core.domain.clock import from_ms
+from scheduler_core.domain.entities import iso_or_none
 
 T0 = 1_800_000_000_000  # epoch ms
 T0_SECONDS = T0 / 1000

@@ -7,8 +7,8 @@ from itertools import pairwise
 from bench.lateness import Created
 from bench.priorities import due_second, interleave, summarize
 from bench.receiver import Arrival
-from scheduler_core.clock import from_ms
-from scheduler_core.entities import iso_or_none
+from scheduler_core.domain.clock import from_ms
+from scheduler_core.domain.entities import iso_or_none
 
 DUE_MS = 1_800_000_000_000
 

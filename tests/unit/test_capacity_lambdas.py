@@ -6,8 +6,8 @@ from typing import Any
 
 from bench.capacity.lambdas import EventSourceMapping, Function, provisioned
 from bench.capacity.world import World
-from scheduler_core.messages import RunMessage
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.vocabulary import Priority
 
 
 class SlowExecutor:

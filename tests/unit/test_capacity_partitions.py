@@ -14,7 +14,7 @@ from bench.capacity.aws import SimulatedAws
 from bench.capacity.kernel import Sim, virtual_sleep
 from bench.capacity.latency import LatencyModel
 from bench.capacity.partitions import PEAK_SETTLE_SECONDS, CapacityModel, Charge
-from scheduler_core.aws import AwsClients
+from scheduler_core.adapters.aws import AwsClients
 
 
 def test_one_key_takes_1000_write_units_a_second_and_no_more():

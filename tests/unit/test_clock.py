@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_core.clock import ManualClock, SystemClock, from_ms, to_ms
+from scheduler_core.domain.clock import ManualClock, SystemClock, from_ms, to_ms
 
 START = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 MIN_MS = to_ms(datetime(1, 1, 2, tzinfo=UTC))

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler_core.clock import ManualClock
-from scheduler_core.contention import through_contention
+from scheduler_core.domain.clock import ManualClock
 from scheduler_core.ports import StoreContention
+from scheduler_core.services.contention import through_contention
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 PAUSES = [timedelta(seconds=1), timedelta(seconds=2)]

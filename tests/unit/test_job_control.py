@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.resume import is_firing, plan_resume
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.resume import is_firing, plan_resume
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus, Trigger
 
 CREATED = datetime(2026, 11, 21, 10, 0, 30, tzinfo=UTC)
 PAUSED_AT = datetime(2026, 11, 21, 10, 0, 40, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
 
 MAX_MS = 10**13 - 1  # the largest time run_sk's 13 digits hold (year 2286)
 ms_values = st.integers(min_value=0, max_value=MAX_MS)

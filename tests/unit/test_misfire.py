@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.misfire import (
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.misfire import (
     MAX_CATCH_UP_RUNS,
     TOLERANCE,
     due_firings,
@@ -21,10 +21,10 @@ from scheduler_core.misfire import (
     is_misfire,
     select,
 )
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.resume import ResumePlan, plan_resume
-from scheduler_core.schedule import ScheduleSpec, next_fire_after
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.resume import ResumePlan, plan_resume
+from scheduler_core.domain.schedule import ScheduleSpec, next_fire_after
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, Priority, RunStatus, Trigger
 
 FIRE_ONCE, SKIP, CATCH_UP = MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP, MisfirePolicy.CATCH_UP
 HOUR = timedelta(hours=1)

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.api_shapes import JobCreate
-from scheduler_core.entities import Job, Run, iso_or_none
-from scheduler_core.messages import RunMessage
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.target_spec import TARGET_TYPES, HttpTarget, SqsTarget
-from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.target_spec import TARGET_TYPES, HttpTarget, SqsTarget
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus, Trigger
 
 
 def job_body(**overrides: Any) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from scheduler_core.entities import Run
-from scheduler_core.messages import Outbox
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.messages import Outbox
+from scheduler_core.domain.vocabulary import Priority
 
 AT = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.entities import Job
-from scheduler_core.overlap import (
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.overlap import (
     Admission,
     SlotsAsRead,
     admit,
@@ -19,9 +19,9 @@ from scheduler_core.overlap import (
     slots_as_read,
     waits_behind_another,
 )
-from scheduler_core.policies import ConcurrencyPolicy, RetryPolicy
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, Overlap, Priority
+from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, Overlap, Priority
 
 ME = 1_000
 OTHER = 2_000

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from scheduler_core.parallel import InOrder, Threads
+from scheduler_core.services.parallel import InOrder, Threads
 
 
 def test_threads_run_the_items_side_by_side_and_answer_in_their_order() -> None:

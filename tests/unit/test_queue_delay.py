@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler_core.messages import delay_seconds
+from scheduler_core.domain.messages import delay_seconds
 
 NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 

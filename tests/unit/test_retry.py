@@ -7,8 +7,8 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.retry import MIN_BACKOFF, attempts_left, backoff, backoff_ceiling
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.retry import MIN_BACKOFF, attempts_left, backoff, backoff_ceiling
 
 POLICY = RetryPolicy(max_attempts=3, backoff_seconds=10, max_backoff_seconds=3600)
 

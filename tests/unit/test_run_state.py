@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from scheduler_core.run_state import TERMINAL, can_transition, sources_of
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.domain.run_state import TERMINAL, can_transition, sources_of
+from scheduler_core.domain.vocabulary import RunStatus
 
 S = RunStatus
 

@@ -9,8 +9,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from scheduler_core.schedule import ScheduleSpec, first_fire_at, latest_fire_at_or_before, next_fire_after
-from scheduler_core.wallclock import NeverFires, next_cron_after, next_rate_after, parse_rate, validate_cron
+from scheduler_core.domain.schedule import (
+    ScheduleSpec,
+    first_fire_at,
+    latest_fire_at_or_before,
+    next_fire_after,
+)
+from scheduler_core.domain.wallclock import (
+    NeverFires,
+    next_cron_after,
+    next_rate_after,
+    parse_rate,
+    validate_cron,
+)
 
 NOON = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)  # a Wednesday
 

@@ -21,8 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from scheduler_core.schedule import ScheduleSpec, first_fire_at, next_fire_after
-from scheduler_core.wallclock import every_hour, latest_cron_at_or_before, localize, next_cron_after, zone
+from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at, next_fire_after
+from scheduler_core.domain.wallclock import (
+    every_hour,
+    latest_cron_at_or_before,
+    localize,
+    next_cron_after,
+    zone,
+)
 from tests.unit.test_schedule import cron_expressions
 
 H = timedelta(hours=1)

@@ -10,17 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from scheduler_core.entities import Job, Run
-from scheduler_core.lifecycle import is_last
-from scheduler_core.schedule import (
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.schedule import (
     ScheduleSpec,
     first_fire_at,
     jittered,
     latest_fire_at_or_before,
     next_fire_after,
 )
-from scheduler_core.vocabulary import MAX_JITTER_SECONDS, JobStatus, RunStatus, Trigger
-from scheduler_core.wallclock import NeverFires, NoFiringInWindow, smallest_cron_gap
+from scheduler_core.domain.vocabulary import MAX_JITTER_SECONDS, JobStatus, RunStatus, Trigger
+from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow, smallest_cron_gap
+from scheduler_core.services.lifecycle import is_last
 
 NOON = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # a Monday
 MINUTE = timedelta(minutes=1)

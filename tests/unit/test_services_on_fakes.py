@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from scheduler_core import keys
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job
-from scheduler_core.errors import Conflict, NotFound, PreconditionFailed, Unprocessable
-from scheduler_core.messages import run_message
-from scheduler_core.outcomes import Outcome
-from scheduler_core.policies import RetryPolicy
+from scheduler_core.domain import keys
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.errors import Conflict, NotFound, PreconditionFailed, Unprocessable
+from scheduler_core.domain.messages import run_message
+from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import Delivery
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, RunStatus, Trigger
 from tests.support.builders import T0, a_job
 from tests.support.fakes import FakeWorld, fake_world
 from tests.support.helpers import iso

@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
-from scheduler_core.vocabulary import Priority
 
 QUEUES = {
     "QUEUE_URL_HIGH": "https://sqs.local/000000000000/high",

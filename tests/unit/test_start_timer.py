@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler_core.entities import Run
-from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.vocabulary import Priority, RunStatus, Trigger
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
+from scheduler_core.services.lifecycle import RunLifecycle
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 LEASE_END = NOW + timedelta(seconds=540)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from scheduler_core.errors import InvalidRequest
-from scheduler_core.target_access import TargetAccess, arn_matches, queue_address
-from scheduler_core.target_spec import Target
+from scheduler_core.domain.errors import InvalidRequest
+from scheduler_core.domain.target_access import TargetAccess, arn_matches, queue_address
+from scheduler_core.domain.target_spec import Target
 
 ACCOUNT = "123456789012"
 OTHER_ACCOUNT = "111122223333"

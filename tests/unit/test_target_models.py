@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from scheduler_core.api_shapes import JobCreate
-from scheduler_core.target_spec import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget
+from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.target_spec import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget
 
 ACCOUNT = "123456789012"
 

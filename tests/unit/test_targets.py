@@ -14,13 +14,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
-from scheduler_core.aws import AwsClients
-from scheduler_core.entities import Job, Run
-from scheduler_core.policies import RetryPolicy
-from scheduler_core.ports import Delivery
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.target_spec import EventBridgeTarget, HttpTarget, SnsTarget, SqsTarget, Target
-from scheduler_core.targets import (
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.targets import (
     FINAL_AWS_CODES,
     RETRYABLE_AWS_CODES,
     TargetDelivery,
@@ -30,7 +25,12 @@ from scheduler_core.targets import (
     message_json,
     run_event,
 )
-from scheduler_core.vocabulary import JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.target_spec import EventBridgeTarget, HttpTarget, SnsTarget, SqsTarget, Target
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.ports import Delivery
 from tests.support.receiver import WebhookReceiver
 
 SCHEDULED_FOR = datetime(2030, 1, 1, 9, 30, 0, 250_000, tzinfo=UTC)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.tenancy import tenant_of
+from scheduler_core.domain.tenancy import tenant_of
 
 
 def test_an_iam_user_is_its_own_tenant() -> None:

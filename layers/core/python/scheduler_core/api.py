@@ -9,8 +9,8 @@ import json
 import math
 from typing import Any
 
-from scheduler_core.errors import InvalidRequest, PayloadTooLarge, field_error
-from scheduler_core.target_spec import TARGET_TYPES
+from scheduler_core.domain.errors import InvalidRequest, PayloadTooLarge, field_error
+from scheduler_core.domain.target_spec import TARGET_TYPES
 
 # Deeper than any sensible payload, and well inside what validation (pydantic stops at 255
 # levels) and Python's recursion limit cope with.

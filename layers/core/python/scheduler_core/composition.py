@@ -6,22 +6,22 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import Clock, SystemClock
-from scheduler_core.dispatch import SEND_BATCH, Dispatcher, PollPolicy
-from scheduler_core.execution import RunExecutor
-from scheduler_core.idempotency import IdempotentCreates
-from scheduler_core.jobs import JobService
-from scheduler_core.lifecycle import RunLifecycle, TimerPolicy
-from scheduler_core.parallel import Runner, Threads
+from scheduler_core.adapters.idempotency import IdempotentCreates
+from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
+from scheduler_core.adapters.targets import TargetDelivery
+from scheduler_core.domain.clock import Clock, SystemClock
+from scheduler_core.domain.target_access import TargetAccess
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import CreateOnce, RunQueue, TargetInvoker
-from scheduler_core.queues import SqsDeadLetterQueue, SqsRunQueue
-from scheduler_core.redrive import DeadLetterRedriver
+from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher, PollPolicy
+from scheduler_core.services.execution import RunExecutor
+from scheduler_core.services.jobs import JobService
+from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
+from scheduler_core.services.parallel import Runner, Threads
+from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.settings import Settings, settings_from_env
-from scheduler_core.target_access import TargetAccess
-from scheduler_core.targets import TargetDelivery
-from scheduler_core.vocabulary import Priority
 
 
 def build_store(settings: Settings, clients: AwsClients, due_page: int = DUE_PAGE) -> DynamoJobStore:

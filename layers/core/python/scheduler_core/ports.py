@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler_core.entities import Job, Run
-from scheduler_core.messages import DeadLetter
-from scheduler_core.overlap import SlotsAsRead
-from scheduler_core.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import DeadLetter
+from scheduler_core.domain.overlap import SlotsAsRead
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.vocabulary import Priority
 
 
 class Settings(BaseModel):

@@ -10,10 +10,10 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from scheduler_core import keys
-from scheduler_core.clock import from_ms, to_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.vocabulary import JobStatus
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import from_ms, to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import JobStatus
 
 # The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
 CATCH_UP_QUEUE = "catch_up_ms"

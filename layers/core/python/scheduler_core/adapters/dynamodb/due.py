@@ -10,13 +10,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, to_item
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT, UNCHANGED_SINCE_READ
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, is_contention
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.observability import logger
 from scheduler_core.ports import DueItems, StoreContention
 

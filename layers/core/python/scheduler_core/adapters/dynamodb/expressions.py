@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from scheduler_core import run_state
 from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE
-from scheduler_core.entities import Run
+from scheduler_core.domain import run_state
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import RunStatus
 
 # The claim's condition: the job is still scheduled, at the version and firing we read.
 UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"

@@ -9,13 +9,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, to_item
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT
 from scheduler_core.adapters.dynamodb.table import condition_failed
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
 
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})

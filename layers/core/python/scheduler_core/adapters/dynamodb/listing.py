@@ -7,14 +7,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item
+from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, TENANT_INDEX, TableAdapter
-from scheduler_core.clock import to_ms
-from scheduler_core.cursors import decode_cursor, encode_cursor
-from scheduler_core.entities import Run
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.ports import CursorNotValid, Page
-from scheduler_core.vocabulary import JobStatus, RunStatus
 
 # The most items one page of a filtered listing reads (DynamoDB filters after reading).
 FILTERED_READ_BUDGET = 1_000

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import to_item
 from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
@@ -18,10 +17,11 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_one_of_values,
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import MAX_RUN_ERROR, RunStatus
 
 
 class RunsTable(TransactionalWrites):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scheduler_core import run_state
 from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_values
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
@@ -16,11 +15,12 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_one_of_values,
 )
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Run
-from scheduler_core.overlap import SlotsAsRead
+from scheduler_core.domain import run_state
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.overlap import SlotsAsRead
+from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
-from scheduler_core.vocabulary import MAX_RUN_ERROR, RunStatus
 
 
 class SlotsTable(TransactionalWrites):

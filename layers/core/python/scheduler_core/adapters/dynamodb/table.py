@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from scheduler_core import run_state
+from scheduler_core.adapters.aws import THROTTLING_CODES, AwsClients, error_code
 from scheduler_core.adapters.dynamodb.codec import ItemCodec, expression_values, from_value, to_item
 from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_of_values
-from scheduler_core.aws import THROTTLING_CODES, AwsClients, error_code
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Run
+from scheduler_core.domain import run_state
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Run
 from scheduler_core.ports import RunRef, StoreContention
 
 if TYPE_CHECKING:

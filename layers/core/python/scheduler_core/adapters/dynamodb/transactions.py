@@ -11,6 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from scheduler_core.adapters.aws import error_code
 from scheduler_core.adapters.dynamodb.codec import expression_values
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
@@ -18,11 +19,10 @@ from scheduler_core.adapters.dynamodb.expressions import (
     holds_slot,
 )
 from scheduler_core.adapters.dynamodb.table import TableAdapter, is_contention
-from scheduler_core.aws import error_code
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Run
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
-from scheduler_core.vocabulary import RunStatus
 
 # Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
 _CONTENTION_PAUSES = (0.02, 0.1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from scheduler_core import keys
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
 from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
+from scheduler_core.domain import keys
 
 
 class WatermarksTable(TableAdapter):

@@ -20,15 +20,10 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from scheduler_core.admission import RunAdmission, duplicate
-from scheduler_core.clock import Clock, from_ms, to_ms
-from scheduler_core.contention import through_contention
-from scheduler_core.entities import Job, Run
-from scheduler_core.heartbeat import heartbeat
-from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
-from scheduler_core.messages import RunMessage
-from scheduler_core.observability import logger, metrics
-from scheduler_core.outcomes import (
+from scheduler_core.domain.clock import Clock, from_ms, to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.outcomes import (
     ADMISSION_TRIES,
     RUN_FINISHED,
     TAKEN_OVER,
@@ -36,13 +31,18 @@ from scheduler_core.outcomes import (
     goes_on_while_paused,
     waits_for,
 )
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import (
     Delivery,
     MessageLease,
     StoreContention,
     TargetInvoker,
 )
-from scheduler_core.vocabulary import JobStatus, RunStatus
+from scheduler_core.services.admission import RunAdmission, duplicate
+from scheduler_core.services.contention import through_contention
+from scheduler_core.services.heartbeat import heartbeat
+from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
 # throttled (16 s in all): given up, the run's next attempt would call the target again.

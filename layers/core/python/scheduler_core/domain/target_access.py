@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
-from scheduler_core.errors import InvalidRequest, field_error
-from scheduler_core.target_spec import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, Target
+from scheduler_core.domain.errors import InvalidRequest, field_error
+from scheduler_core.domain.target_spec import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, Target
 
 # A queue URL's path, percent-decoded: /<account>/<queue name>, optionally with a trailing
 # slash. Queue names are 1-80 letters, digits, '-' and '_'; a FIFO queue's ends in .fifo.

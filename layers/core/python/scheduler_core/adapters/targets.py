@@ -27,11 +27,9 @@ from typing import Any, assert_never
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from scheduler_core.aws import AwsClients
-from scheduler_core.entities import Job, Run, iso_or_none
-from scheduler_core.observability import logger
-from scheduler_core.ports import Delivery
-from scheduler_core.target_spec import (
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.target_spec import (
     EventBridgeTarget,
     HttpTarget,
     LambdaTarget,
@@ -39,7 +37,9 @@ from scheduler_core.target_spec import (
     SqsTarget,
     reserved_header_reason,
 )
-from scheduler_core.vocabulary import RUN_METADATA_KEY
+from scheduler_core.domain.vocabulary import RUN_METADATA_KEY
+from scheduler_core.observability import logger
+from scheduler_core.ports import Delivery
 
 USER_AGENT = "serverless-scheduler/0.1"
 _RETRYABLE_HTTP = {408, 429}

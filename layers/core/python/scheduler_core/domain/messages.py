@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Run
-from scheduler_core.strict import StrictModel
-from scheduler_core.vocabulary import Priority
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.strict import StrictModel
+from scheduler_core.domain.vocabulary import Priority
 
 MAX_DELAY_SECONDS = 900  # SQS's ceiling for DelaySeconds
 BATCH_SIZE = 10  # SQS's ceiling for a batch: send, receive, delete, change visibility

@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from scheduler_core.clock import Clock, from_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.lifecycle import RunLifecycle, RunStore, is_last
-from scheduler_core.messages import RunMessage
-from scheduler_core.observability import logger, metrics
-from scheduler_core.outcomes import ADMISSION_TRIES, RUN_FINISHED, Outcome, waits_for
-from scheduler_core.overlap import (
+from scheduler_core.domain.clock import Clock, from_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.outcomes import ADMISSION_TRIES, RUN_FINISHED, Outcome, waits_for
+from scheduler_core.domain.overlap import (
     Admission,
     admit,
     queues_when_caught_up,
@@ -21,9 +19,11 @@ from scheduler_core.overlap import (
     slots_as_read,
     waits_behind_another,
 )
+from scheduler_core.domain.run_state import WAITING
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, Overlap
+from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import SlotsChanged, StoreContention
-from scheduler_core.run_state import WAITING
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Overlap
+from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
 
 # How the worker reads a run's job again: the job going on, or the outcome for a run whose
 # job is gone, cancelled or paused (`RunExecutor._job_going_on`).

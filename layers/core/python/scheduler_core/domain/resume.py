@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler_core import misfire, run_state
-from scheduler_core.entities import Job, Run
-from scheduler_core.job_firings import following_firing
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
+from scheduler_core.domain import misfire, run_state
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.job_firings import following_firing
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
 
 # The newest runs a resume looks at: runs the pause stopped, runs not finished yet.
 RESUME_WINDOW = 100

@@ -12,12 +12,11 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-from scheduler_core import keys
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.clock import Clock
-from scheduler_core.dispatch import Dispatcher
-from scheduler_core.entities import Job, Run
-from scheduler_core.errors import (
+from scheduler_core.domain import keys
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
@@ -25,14 +24,15 @@ from scheduler_core.errors import (
     Unprocessable,
     field_error,
 )
-from scheduler_core.job_control import JobControl, JobControlStore
-from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at
+from scheduler_core.domain.target_access import TargetAccess
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow
 from scheduler_core.observability import logger
 from scheduler_core.ports import CreateOnce, CursorNotValid, KeyInUse, KeyReused, Page
-from scheduler_core.schedule import ScheduleSpec, first_fire_at
-from scheduler_core.target_access import TargetAccess
-from scheduler_core.vocabulary import JobStatus, RunStatus
-from scheduler_core.wallclock import NeverFires, NoFiringInWindow
+from scheduler_core.services.dispatch import Dispatcher
+from scheduler_core.services.job_control import JobControl, JobControlStore
+from scheduler_core.services.lifecycle import RunLifecycle
 
 # The namespace of the job ids that idempotency keys give (uuid5 of tenant and key).
 _IDEMPOTENCY_KEYS = uuid.UUID("5f0b7d3e-8a51-4c1e-9a63-1d2f6e4c8b70")

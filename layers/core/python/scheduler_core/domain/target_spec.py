@@ -10,8 +10,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import AfterValidator, Field, field_validator
 
-from scheduler_core.strict import StrictModel
-from scheduler_core.vocabulary import MAX_HEADER_VALUE_LENGTH, MAX_HEADERS, MAX_URL_LENGTH
+from scheduler_core.domain.strict import StrictModel
+from scheduler_core.domain.vocabulary import MAX_HEADER_VALUE_LENGTH, MAX_HEADERS, MAX_URL_LENGTH
 
 # A DNS name or IPv4 address: labels of 1-63 letters, digits, '-' or '_', and an optional
 # final dot. Anything else (a '%' that urllib would unquote, an empty label) breaks delivery.

@@ -22,16 +22,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler_core import run_state
-from scheduler_core.clock import Clock
-from scheduler_core.entities import Job, Run, iso_or_none
-from scheduler_core.messages import MAX_DELAY_SECONDS, DeadLetter, run_message
+from scheduler_core.domain import run_state
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.messages import MAX_DELAY_SECONDS, DeadLetter, run_message
+from scheduler_core.domain.retry import attempts_left, backoff
+from scheduler_core.domain.schedule import next_fire_after
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
+from scheduler_core.domain.wallclock import NeverFires
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobRecords, RunningSlots, RunQueue, RunRecords, RunRef, RunTransitions
-from scheduler_core.retry import attempts_left, backoff
-from scheduler_core.schedule import next_fire_after
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
-from scheduler_core.wallclock import NeverFires
 
 # How long a run set aside while its job is paused waits before the poller looks at it again.
 PAUSED_RECHECK = timedelta(minutes=15)

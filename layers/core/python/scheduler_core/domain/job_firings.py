@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler_core import keys
-from scheduler_core.clock import to_ms
-from scheduler_core.entities import Job, Run
-from scheduler_core.schedule import next_fire_after
-from scheduler_core.vocabulary import RunStatus, Trigger
-from scheduler_core.wallclock import NeverFires
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.schedule import next_fire_after
+from scheduler_core.domain.vocabulary import RunStatus, Trigger
+from scheduler_core.domain.wallclock import NeverFires
 
 
 def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None) -> Run:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, JsonValue, ValidationInfo, field_validator, model_validator
 
-from scheduler_core.strict import StrictModel
-from scheduler_core.vocabulary import (
+from scheduler_core.domain.strict import StrictModel
+from scheduler_core.domain.vocabulary import (
     DEFAULT_CATCH_UP_WINDOW_SECONDS,
     MAX_RUNNING_LIMIT,
     MisfirePolicy,

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler_core.entities import Job
-from scheduler_core.policies import ConcurrencyPolicy
-from scheduler_core.vocabulary import MisfirePolicy, Overlap
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.policies import ConcurrencyPolicy
+from scheduler_core.domain.vocabulary import MisfirePolicy, Overlap
 
 
 class Admission(StrEnum):

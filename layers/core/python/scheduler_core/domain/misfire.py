@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from scheduler_core.schedule import ScheduleSpec, latest_fire_at_or_before
-from scheduler_core.vocabulary import MisfirePolicy
+from scheduler_core.domain.schedule import ScheduleSpec, latest_fire_at_or_before
+from scheduler_core.domain.vocabulary import MisfirePolicy
 
 # How far in the past a firing may be when it is claimed and still count as on time (the
 # same skew a create allows an `at` in the past).

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from scheduler_core import wallclock
-from scheduler_core.strict import StrictModel
-from scheduler_core.vocabulary import MAX_JITTER_SECONDS
-from scheduler_core.wallclock import (
+from scheduler_core.domain import wallclock
+from scheduler_core.domain.strict import StrictModel
+from scheduler_core.domain.vocabulary import MAX_JITTER_SECONDS
+from scheduler_core.domain.wallclock import (
     NoFiringInWindow,
     latest_cron_at_or_before,
     next_cron_after,

@@ -9,13 +9,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from scheduler_core.aws import AwsClients
-from scheduler_core.clock import Clock
-from scheduler_core.entities import Run
-from scheduler_core.messages import BATCH_SIZE, DeadLetter, delay_seconds, run_message
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, delay_seconds, run_message
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger
 from scheduler_core.ports import DeadLetterMessage
-from scheduler_core.vocabulary import Priority
 
 
 class SqsRunQueue:

@@ -27,7 +27,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from botocore.exceptions import ClientError
 
-from scheduler_core.aws import AwsClients
+from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.ports import KeyInUse, KeyReused
 
 

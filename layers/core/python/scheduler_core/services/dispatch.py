@@ -20,19 +20,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler_core import keys, misfire
-from scheduler_core.clock import Clock, to_ms
-from scheduler_core.contention import through_contention
-from scheduler_core.entities import Job, Run, iso_or_none
-from scheduler_core.job_firings import following_firing, scheduled_run
-from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.messages import BATCH_SIZE, Outbox
+from scheduler_core.domain import keys, misfire
+from scheduler_core.domain.clock import Clock, to_ms
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.job_firings import following_firing, scheduled_run
+from scheduler_core.domain.messages import BATCH_SIZE, Outbox
+from scheduler_core.domain.overlap import queues_when_caught_up
+from scheduler_core.domain.schedule import jittered
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
-from scheduler_core.overlap import queues_when_caught_up
-from scheduler_core.parallel import InOrder, Runner
 from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
-from scheduler_core.schedule import jittered
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy
+from scheduler_core.services.contention import through_contention
+from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.parallel import InOrder, Runner
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)

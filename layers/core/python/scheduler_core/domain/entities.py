@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from scheduler_core.clock import to_ms
-from scheduler_core.policies import ConcurrencyPolicy, Payload, RetryPolicy
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.target_spec import Target
-from scheduler_core.vocabulary import (
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.policies import ConcurrencyPolicy, Payload, RetryPolicy
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.target_spec import Target
+from scheduler_core.domain.vocabulary import (
     DEFAULT_CATCH_UP_WINDOW_SECONDS,
     JobStatus,
     MisfirePolicy,

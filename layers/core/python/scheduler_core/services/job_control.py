@@ -15,20 +15,20 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler_core import keys, run_state
-from scheduler_core.api_shapes import JobCreate, JobPatch
-from scheduler_core.clock import Clock, from_ms, to_ms
-from scheduler_core.dispatch import Dispatcher
-from scheduler_core.entities import Job, Run, iso_or_none
-from scheduler_core.errors import Conflict, PreconditionFailed
-from scheduler_core.job_firings import following_firing
-from scheduler_core.lifecycle import RunLifecycle
+from scheduler_core.domain import keys, run_state
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.clock import Clock, from_ms, to_ms
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.errors import Conflict, PreconditionFailed
+from scheduler_core.domain.job_firings import following_firing
+from scheduler_core.domain.overlap import queues_when_caught_up
+from scheduler_core.domain.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
 from scheduler_core.observability import logger, metrics
-from scheduler_core.overlap import queues_when_caught_up
 from scheduler_core.ports import JobRecords, Listing, RunRecords, RunTransitions
-from scheduler_core.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
+from scheduler_core.services.dispatch import Dispatcher
+from scheduler_core.services.lifecycle import RunLifecycle
 
 # How often a change is read and applied again when a claim (or another change) won the race.
 CHANGE_TRIES = 3

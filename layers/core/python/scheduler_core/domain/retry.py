@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-from scheduler_core.policies import RetryPolicy
+from scheduler_core.domain.policies import RetryPolicy
 
 MIN_BACKOFF = timedelta(seconds=1)
 

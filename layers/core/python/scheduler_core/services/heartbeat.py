@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from scheduler_core.clock import Clock
-from scheduler_core.entities import Run
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Run
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import MessageLease, RunTransitions
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from scheduler_core.entities import Job, Run
-from scheduler_core.messages import RunMessage
-from scheduler_core.run_state import WAITING
-from scheduler_core.vocabulary import JobStatus, Trigger
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import RunMessage
+from scheduler_core.domain.run_state import WAITING
+from scheduler_core.domain.vocabulary import JobStatus, Trigger
 
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
 TAKEN_OVER = "run taken over by another attempt"  # how an attempt that lost its lease ends its line

@@ -3,7 +3,7 @@ its conditional write, so an illegal transition is refused by DynamoDB itself.""
 
 from __future__ import annotations
 
-from scheduler_core.vocabulary import RunStatus
+from scheduler_core.domain.vocabulary import RunStatus
 
 _TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.PENDING: frozenset(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from scheduler_core.clock import Clock
+from scheduler_core.domain.clock import Clock
 from scheduler_core.ports import StoreContention
 
 T = TypeVar("T")

@@ -29,9 +29,9 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from scheduler_core import run_state
-from scheduler_core.lifecycle import RunLifecycle
-from scheduler_core.messages import BATCH_SIZE, DeadLetter, RunMessage
+from scheduler_core.domain import run_state
+from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, RunMessage
+from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger
 from scheduler_core.ports import (
     DeadLetterMessage,
@@ -41,7 +41,7 @@ from scheduler_core.ports import (
     RunRecords,
     StoreContention,
 )
-from scheduler_core.vocabulary import JobStatus, RunStatus
+from scheduler_core.services.lifecycle import RunLifecycle
 
 
 class RedriveStore(JobRecords, RunRecords, Protocol):

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import Field, JsonValue, ValidationInfo, field_validator
 
-from scheduler_core.policies import ConcurrencyPolicy, Payload, RetryPolicy, catch_up_window_of
-from scheduler_core.schedule import ScheduleSpec
-from scheduler_core.strict import StrictModel
-from scheduler_core.target_spec import EventBridgeTarget, LambdaTarget, Target
-from scheduler_core.vocabulary import (
+from scheduler_core.domain.policies import ConcurrencyPolicy, Payload, RetryPolicy, catch_up_window_of
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.strict import StrictModel
+from scheduler_core.domain.target_spec import EventBridgeTarget, LambdaTarget, Target
+from scheduler_core.domain.vocabulary import (
     MAX_CATCH_UP_WINDOW_SECONDS,
     MIN_CATCH_UP_WINDOW_SECONDS,
     RUN_METADATA_KEY,
