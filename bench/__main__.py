@@ -14,9 +14,10 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from bench.api_calls import measure_requests, print_requests, requests_headline
+from bench.common import interrupt, positive_int, recorded_options
 from bench.cost import cost_headline, cost_model, print_cost
 from bench.dispatch import dispatch_headline, measure_dispatch, print_dispatch
 from bench.lateness import lateness_headline, measure_lateness, print_lateness
@@ -36,7 +37,7 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--jobs", type=_positive, default=600, help="fire lateness: one-off jobs (600)")
+    parser.add_argument("--jobs", type=positive_int, default=600, help="fire lateness: one-off jobs (600)")
     parser.add_argument(
         "--spread-seconds", type=float, default=180, help="fire lateness: spread of their fire times (180)"
     )
@@ -54,19 +55,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="fire lateness and priorities: how long to wait for late runs after the last fire time (60)",
     )
     parser.add_argument(
-        "--dispatch-jobs", type=_positive, default=200, help="dispatch overhead: due jobs per poll (200)"
+        "--dispatch-jobs", type=positive_int, default=200, help="dispatch overhead: due jobs per poll (200)"
     )
     parser.add_argument(
-        "--request-runs", type=_positive, default=10, help="requests per run: one-off runs per path (10)"
+        "--request-runs", type=positive_int, default=10, help="requests per run: one-off runs per path (10)"
     )
     parser.add_argument(
         "--low-jobs",
-        type=_positive,
+        type=positive_int,
         default=300,
         help="priorities: LOW one-off jobs due in the same second (300)",
     )
     parser.add_argument(
-        "--high-jobs", type=_positive, default=30, help="priorities: HIGH jobs due in that second too (30)"
+        "--high-jobs", type=positive_int, default=30, help="priorities: HIGH jobs due in that second too (30)"
     )
     parser.add_argument(
         "--target-delay-seconds",
@@ -77,18 +78,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"), help="JSON figures")
     parser.add_argument("--only", choices=PARTS, help="run one part only")
     return parser.parse_args(argv)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _stop(signum: int, _: Any) -> NoReturn:
-    # SIGTERM unwinds like Ctrl-C, so every `finally` stops what it started.
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def run_part(
@@ -119,7 +108,7 @@ def print_summary(results: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         return run(args)
     except KeyboardInterrupt:
@@ -135,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": info,
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "options": recorded_options(args),
     }
     on_moto = [part for part in ("dispatch", "requests") if part in parts]
     if on_moto:

@@ -32,10 +32,11 @@ from typing import Any
 
 from aws_lambda_powertools.logging.lambda_context import LambdaContextModel, build_lambda_context_model
 
+from bench.common import metrics_namespace
 from bench.metering import Call, CallLog, LogMeter, WriteMeter
 from bench.receiver import Arrival, Receiver
 from bench.report import table
-from bench.stack import BenchStack, DeployedFunction, environment, moto_session
+from bench.stack import TENANT, BenchStack, DeployedFunction, environment, moto_session
 from functions.poller.handler import handler as poller_handler
 from infra.local.cloud import STACK_NAME
 from infra.local.deployment import REGION
@@ -47,7 +48,6 @@ from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus
 from scheduler_core.observability import logger, metrics
 
-TENANT = "arn:aws:iam::123456789012:user/bench"
 FUNCTIONS = "functions"
 ESM = "event source mapping"
 RECEIVE_TIMEOUT_SECONDS = 30
@@ -130,19 +130,18 @@ class RequestCounter:
         )
         if function.name == "api":
             logger.set_correlation_id(str(uuid.uuid4()))
-        saved = metrics.provider.namespace, metrics.provider.service
-        metrics.provider.namespace = function.metrics_namespace
-        metrics.provider.service = function.service_name
         started, metered = time.perf_counter(), self.log.meter_seconds
         try:
-            with self.log.labelled(label), contextlib.redirect_stdout(self.log_meter):
+            with (
+                metrics_namespace(function.metrics_namespace, function.service_name),
+                self.log.labelled(label),
+                contextlib.redirect_stdout(self.log_meter),
+            ):
                 yield context
                 if function.name != "api" and metrics.metric_set:  # the api has no `log_metrics`
                     emf = metrics.serialize_metric_set()
                     self.log_meter.add(json.dumps(emf, separators=(",", ":")) + "\n")
         finally:
-            metrics.clear_metrics()
-            metrics.provider.namespace, metrics.provider.service = saved
             logger.set_correlation_id(None)
             self.busy_seconds[label] += time.perf_counter() - started - (self.log.meter_seconds - metered)
             self.invocations[label] += 1

@@ -38,9 +38,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from bench.lateness import Created, create_all, plan, queue_depths
+from bench.common import interrupt, positive_float, positive_int, recorded_options
+from bench.lateness import Created, create_all, create_failures, plan, queue_depths
 from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import describe_machine, machine, table
@@ -439,7 +440,7 @@ def summarize(
     dead_lettered = set(dead_letters["run_failed_run_ids"])
     return {
         "jobs_created": len(expected),
-        "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
+        "create_failures": create_failures(created),
         "runs": sum(1 for r in expected if r in runs),
         "deliveries": len(ours),
         "deliveries_by_status": dict(sorted(Counter(a.status for a in ours).items())),
@@ -598,33 +599,31 @@ def failed_goals(result: dict[str, Any]) -> bool:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
-    parser.add_argument("--jobs", type=_positive_int, default=2000, help="one-off jobs (2000)")
+    parser.add_argument("--jobs", type=positive_int, default=2000, help="one-off jobs (2000)")
     parser.add_argument(
-        "--spread-seconds", type=_positive_float, default=300, help="spread of their fire times (300)"
+        "--spread-seconds", type=positive_float, default=300, help="spread of their fire times (300)"
     )
     parser.add_argument(
-        "--lead-seconds", type=_positive_float, default=20, help="from creation to the first fire time (20)"
+        "--lead-seconds", type=positive_float, default=20, help="from creation to the first fire time (20)"
     )
     parser.add_argument(
         "--fail-rate", type=float, default=0.2, help="share of target calls answered HTTP 500 (0.2)"
     )
     parser.add_argument(
-        "--kill-every", type=_positive_float, default=10, help="seconds between worker kills (10)"
+        "--kill-every", type=positive_float, default=10, help="seconds between worker kills (10)"
     )
     parser.add_argument(
         "--worker-timeout-seconds",
-        type=_positive_int,
+        type=positive_int,
         default=15,
         help="CDK context worker_timeout_seconds; the run lease is six times it (15 → 90 s)",
     )
-    parser.add_argument("--max-attempts", type=_positive_int, default=5, help="every job's retry (5)")
-    parser.add_argument("--backoff-seconds", type=_positive_float, default=1, help="every job's retry (1)")
-    parser.add_argument(
-        "--max-backoff-seconds", type=_positive_float, default=5, help="every job's retry (5)"
-    )
+    parser.add_argument("--max-attempts", type=positive_int, default=5, help="every job's retry (5)")
+    parser.add_argument("--backoff-seconds", type=positive_float, default=1, help="every job's retry (1)")
+    parser.add_argument("--max-backoff-seconds", type=positive_float, default=5, help="every job's retry (5)")
     parser.add_argument(
         "--margin-seconds",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="how long after the last fire time runs may take to finish (default: from the lease)",
     )
@@ -633,27 +632,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be above 0")
-    return value
-
-
-def _stop(signum: int, _: Any) -> NoReturn:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, interrupt)
     if not 0 <= args.fail_rate < 1:
         print("--fail-rate must be in [0, 1)", file=sys.stderr)
         return 2
@@ -699,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "started_at": started_at,
         "machine": info,
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()} | {"seed": seed},
+        "options": recorded_options(args) | {"seed": seed},
         "chaos": result,
     }
     args.out.write_text(json.dumps(figures, indent=2) + "\n")

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench.common import metrics_namespace
 from bench.metering import CallLog
 from bench.report import table
-from bench.stack import BenchStack, moto_session
+from bench.stack import TENANT, BenchStack, moto_session
 from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.adapters.dynamodb import DUE_INDEX
 from scheduler_core.composition import build_dispatcher, build_store
@@ -29,11 +30,9 @@ from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import JobStatus, Priority
-from scheduler_core.observability import metrics
 from scheduler_core.services.parallel import InOrder
 
 SHARD = 0
-TENANT = "arn:aws:iam::123456789012:user/bench"
 TRIALS = 3
 WARM_UP_JOBS = 20
 _MINUTE_MS = 60_000
@@ -214,13 +213,8 @@ def measure_dispatch(stack: BenchStack, jobs: int) -> dict[str, Any]:
     def ours(_: Seeded) -> int:
         # The seeded bucket is a minute old, so claims count misfires: as in the poller, with
         # a namespace (Powertools refuses a metric set without one), dropped after the poll.
-        saved = metrics.provider.namespace
-        metrics.provider.namespace = "ServerlessSchedulerBench"
-        try:
+        with metrics_namespace("ServerlessSchedulerBench"):
             report = dispatcher.poll_shard(SHARD)
-        finally:
-            metrics.clear_metrics()
-            metrics.provider.namespace = saved
         if report.unsent or report.contended:
             raise RuntimeError(
                 f"poll left work behind: {report.contended} claims failed or contended, "

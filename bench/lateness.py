@@ -19,7 +19,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,8 +29,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bench.periodic import Periodic
-from bench.receiver import Arrival, ReceiverProcess
-from bench.report import percentile, table
+from bench.receiver import Arrival, ReceiverProcess, arrivals_by_run
+from bench.report import distribution, format_ms, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
@@ -121,6 +120,11 @@ def create_job(
         return Created(index, at_ms, 0, None, False, str(error), time.monotonic() - started)
 
 
+def create_failures(created: Iterable[Created]) -> list[dict[str, Any]]:
+    """The status and error of the first 20 creates that made no job."""
+    return [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20]
+
+
 def create_all(
     api_url: str,
     target_url: str,
@@ -194,7 +198,7 @@ class MotoProbe(Periodic):
             for sent, seconds in self.samples
             if seconds * 1000 >= STALL_MS
         ]
-        return {"interval_seconds": PROBE_SECONDS, "call_ms": _stats(taken_ms), "stalls": stalls}
+        return {"interval_seconds": PROBE_SECONDS, "call_ms": distribution(taken_ms), "stalls": stalls}
 
 
 def queue_depths(cloud: LocalCloud) -> dict[str, dict[str, int]]:
@@ -215,22 +219,9 @@ def queue_depths(cloud: LocalCloud) -> dict[str, dict[str, int]]:
     return depths
 
 
-def _stats(values: list[float]) -> dict[str, float | None]:
-    return {
-        "count": len(values),
-        "p50": percentile(values, 0.50),
-        "p95": percentile(values, 0.95),
-        "p99": percentile(values, 0.99),
-        "max": max(values) if values else None,
-        "min": min(values) if values else None,
-    }
-
-
 def summarize(created: list[Created], arrivals: list[Arrival]) -> dict[str, Any]:
     """Lateness of each run's first delivery; missed, duplicated, early and stray deliveries."""
-    by_run: dict[str, list[Arrival]] = defaultdict(list)
-    for arrival in sorted(arrivals, key=lambda a: a.arrived_ms):
-        by_run[arrival.run_id].append(arrival)
+    by_run = arrivals_by_run(arrivals)
     expected = {c.run_id: c for c in created if c.run_id}
     lateness: dict[str, float] = {}
     wrong_scheduled_for = 0
@@ -257,12 +248,12 @@ def summarize(created: list[Created], arrivals: list[Arrival]) -> dict[str, Any]
     return {
         "jobs_planned": len(created),
         "jobs_created": len(expected),
-        "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
-        "create_latency_ms": _stats([s * 1000 for s in create_seconds]),
-        "lateness_ms": _stats(values),
+        "create_failures": create_failures(created),
+        "create_latency_ms": distribution([s * 1000 for s in create_seconds]),
+        "lateness_ms": distribution(values),
         "lateness_ms_by_claim": {
-            "at_create": _stats([v for r, v in lateness.items() if expected[r].claimed_at_create]),
-            "by_poll": _stats([v for r, v in lateness.items() if not expected[r].claimed_at_create]),
+            "at_create": distribution([v for r, v in lateness.items() if expected[r].claimed_at_create]),
+            "by_poll": distribution([v for r, v in lateness.items() if not expected[r].claimed_at_create]),
         },
         "missed": len(set(expected) - set(by_run)),
         "duplicated_runs": sum(1 for r in expected if len(by_run.get(r, [])) > 1),
@@ -327,10 +318,10 @@ def net_of_moto(
     return {
         "stall_threshold_ms": threshold_ms,
         "window_seconds": round((window[1] - window[0]) / 1000, 2),
-        "probe_call_ms": _stats([seconds * 1000 for _, seconds in in_window]),
+        "probe_call_ms": distribution([seconds * 1000 for _, seconds in in_window]),
         "stalls": len(stalls),
         "stalled_seconds": round(stalled_ms / 1000, 2),
-        "clean_path_lateness_ms": _stats(clean),
+        "clean_path_lateness_ms": distribution(clean),
         "runs_with_a_stall_on_their_path": len(paths) - len(clean),
     }
 
@@ -420,7 +411,7 @@ def print_lateness(result: dict[str, Any]) -> None:
     latency, r = result["create_latency_ms"], result
     print(
         f"  creation: {r['jobs_created']}/{r['jobs_planned']} jobs in {r['create_seconds']:.1f} s "
-        f"(p50 {_ms(latency['p50'])}, p99 {_ms(latency['p99'])} a create); first firing "
+        f"(p50 {format_ms(latency['p50'])}, p99 {format_ms(latency['p99'])} a create); first firing "
         f"{r['lead_seconds']:.0f} s after creation began (warm-up: {r['warm_up_creates_per_second']:.1f}/s)"
     )
     if result["creation_overlapped_firing"]:
@@ -438,17 +429,14 @@ def print_probe_and_leftovers(result: dict[str, Any], since: str) -> None:
     probe, call_ms = result["moto_probe"], result["moto_probe"]["call_ms"]
     stalls = ", ".join(f"{s['ms']} ms at {s['at_seconds']:+.0f} s" for s in probe["stalls"][:12])
     print(
-        f"  moto probe (a trivial call every {probe['interval_seconds']} s): p99 {_ms(call_ms['p99'])}, "
-        f"max {_ms(call_ms['max'])}; stalls ≥ {STALL_MS} ms (from {since}): {stalls or 'none'}"
+        f"  moto probe (a trivial call every {probe['interval_seconds']} s): "
+        f"p99 {format_ms(call_ms['p99'])}, max {format_ms(call_ms['max'])}; "
+        f"stalls ≥ {STALL_MS} ms (from {since}): {stalls or 'none'}"
     )
     print(f"  local cloud log: {result['log']}")
     for queue, depths in result["queues_at_end"].items():
         if any(depths.values()):
             print(f"  left on {queue}: {depths}")
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f} ms"
 
 
 def lateness_headline(result: dict[str, Any]) -> str:
@@ -458,10 +446,10 @@ def lateness_headline(result: dict[str, Any]) -> str:
     beside = (
         ""
         if clean is None or probe is None
-        else f"; p99 {_ms(clean['p99'])} over the {clean['count']} runs clear of moto stalls "
-        f"> {net['stall_threshold_ms']:g} ms, moto probe p99 {_ms(probe['p99'])}"
+        else f"; p99 {format_ms(clean['p99'])} over the {clean['count']} runs clear of moto stalls "
+        f"> {net['stall_threshold_ms']:g} ms, moto probe p99 {format_ms(probe['p99'])}"
     )
     return (
-        f"p99 {_ms(stats['p99'])} over {stats['count']} runs (goal ≤ 500 ms), missed {result['missed']}, "
-        f"duplicated {result['duplicated_runs']}, early {result['early']}{beside}"
+        f"p99 {format_ms(stats['p99'])} over {stats['count']} runs (goal ≤ 500 ms), "
+        f"missed {result['missed']}, duplicated {result['duplicated_runs']}, early {result['early']}{beside}"
     )

@@ -32,6 +32,7 @@ from bench.lateness import (
     LEAD_MARGIN_SECONDS,
     Created,
     MotoProbe,
+    create_failures,
     create_job,
     print_probe_and_leftovers,
     queue_depths,
@@ -39,8 +40,8 @@ from bench.lateness import (
     warm_up,
 )
 from bench.periodic import Periodic
-from bench.receiver import Arrival, ReceiverProcess
-from bench.report import percentile, table
+from bench.receiver import Arrival, ReceiverProcess, arrivals_by_run
+from bench.report import distribution, format_ms, table
 from infra.config import PRIORITIES
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.event_sources import SqsEventSource
@@ -131,24 +132,12 @@ class Watcher(Periodic):
         }
 
 
-def _stats(values: list[float]) -> dict[str, float | None]:
-    return {
-        "count": len(values),
-        "p50": percentile(values, 0.50),
-        "p95": percentile(values, 0.95),
-        "max": max(values) if values else None,
-        "min": min(values) if values else None,
-    }
-
-
 def summarize(
     created: list[Created], priorities: list[str], due_ms: int, arrivals: list[Arrival]
 ) -> dict[str, Any]:
     """Per priority: start latency of each run's first delivery, missed and duplicated runs;
     arrivals per second after the due time."""
-    by_run: dict[str, list[Arrival]] = defaultdict(list)
-    for arrival in sorted(arrivals, key=lambda a: a.arrived_ms):
-        by_run[arrival.run_id].append(arrival)
+    by_run = arrivals_by_run(arrivals)
     priority_of = {c.run_id: priorities[c.index] for c in created if c.run_id}
     first_ms = {run_id: arrivals_[0].arrived_ms for run_id, arrivals_ in by_run.items()}
     figures: dict[str, Any] = {}
@@ -169,7 +158,7 @@ def summarize(
         figures[priority] = {
             "jobs_planned": sum(1 for p in priorities if p == priority),
             "jobs_created": len(runs),
-            "start_latency_ms": _stats(latency),
+            "start_latency_ms": distribution(latency, (50, 95)),
             "missed": sum(1 for r in runs if r not in by_run),
             "duplicated_runs": sum(1 for r in runs if len(by_run.get(r, [])) > 1),
             "extra_deliveries": sum(max(0, len(by_run.get(r, [])) - 1) for r in runs),
@@ -185,7 +174,7 @@ def summarize(
         "by_priority": figures,
         "goal_high_p95_below_low_p50": high_p95 is not None and low_p50 is not None and high_p95 < low_p50,
         "every_run_delivered_once": all_once,
-        "create_failures": [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20],
+        "create_failures": create_failures(created),
         "unexpected_deliveries": sum(len(a) for r, a in by_run.items() if r not in priority_of),
         "runs": [
             {
@@ -281,10 +270,6 @@ def measure_priorities(
     return result
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f} ms"
-
-
 def print_priorities(result: dict[str, Any]) -> None:
     capacity = result["queue_capacity"]
     print(
@@ -320,8 +305,8 @@ def print_priorities(result: dict[str, Any]) -> None:
     high, low = result["by_priority"]["HIGH"], result["by_priority"]["LOW"]
     verdict = "met" if result["goal_high_p95_below_low_p50"] else "NOT met"
     print(
-        f"goal HIGH p95 < LOW p50: {verdict} ({_ms(high['start_latency_ms']['p95'])} vs "
-        f"{_ms(low['start_latency_ms']['p50'])}); every run delivered exactly once: "
+        f"goal HIGH p95 < LOW p50: {verdict} ({format_ms(high['start_latency_ms']['p95'])} vs "
+        f"{format_ms(low['start_latency_ms']['p50'])}); every run delivered exactly once: "
         f"{'yes' if result['every_run_delivered_once'] else 'NO'}"
     )
     print("  first deliveries per second after the due time:")
@@ -365,6 +350,6 @@ def priorities_headline(result: dict[str, Any]) -> str:
     duplicated = sum(result["by_priority"][p]["duplicated_runs"] for p in MEASURED)
     verdict = "met" if result["goal_high_p95_below_low_p50"] else "NOT met"
     return (
-        f"HIGH p95 {_ms(high['p95'])}, LOW p50 {_ms(low['p50'])} (goal HIGH p95 < LOW p50: {verdict}), "
-        f"missed {missed}, duplicated {duplicated}"
+        f"HIGH p95 {format_ms(high['p95'])}, LOW p50 {format_ms(low['p50'])} "
+        f"(goal HIGH p95 < LOW p50: {verdict}), missed {missed}, duplicated {duplicated}"
     )

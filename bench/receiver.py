@@ -21,7 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,6 +41,14 @@ class Arrival:
     status: int = 200  # what the receiver answered
     idempotency_key: str = ""  # the Idempotency-Key header
     job_id: str = ""  # the X-Scheduler-Job-Id header
+
+
+def arrivals_by_run(arrivals: Iterable[Arrival]) -> defaultdict[str, list[Arrival]]:
+    """Each run's arrivals, first arrived first."""
+    by_run: defaultdict[str, list[Arrival]] = defaultdict(list)
+    for arrival in sorted(arrivals, key=lambda a: a.arrived_ms):
+        by_run[arrival.run_id].append(arrival)
+    return by_run
 
 
 class _Server(ThreadingHTTPServer):

@@ -49,6 +49,22 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
     return ordered[rank - 1]
 
 
+def distribution(
+    values: Sequence[float], percentiles: Sequence[int] = (50, 95, 99)
+) -> dict[str, float | None]:
+    """How many values, the given percentiles (as `p50`, ...), the largest and the smallest."""
+    return {
+        "count": len(values),
+        **{f"p{n}": percentile(values, n / 100) for n in percentiles},
+        "max": max(values) if values else None,
+        "min": min(values) if values else None,
+    }
+
+
+def format_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain text table: the first column left-aligned, the others right-aligned."""
     cells = [[str(h) for h in headers], *[[_cell(value) for value in row] for row in rows]]

@@ -27,6 +27,8 @@ from scheduler_core.adapters.aws import RETRY_CONFIG
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
 
+TENANT = "arn:aws:iam::123456789012:user/bench"  # the caller the jobs on this stack are created for
+
 
 @contextlib.contextmanager
 def environment(**values: str) -> Iterator[None]:

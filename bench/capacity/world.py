@@ -21,6 +21,7 @@ from bench.capacity.kernel import Sim, SimClock, TaskRunner, virtual_sleep
 from bench.capacity.lambdas import STANDARD, Account, EventSourceMapping, Function, PollSchedule, ScalingMode
 from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
 from bench.capacity.partitions import CapacityModel
+from bench.common import metrics_namespace
 from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
 from scheduler_core.adapters.aws import AwsClients
@@ -327,14 +328,13 @@ class World:
         stream = handler.setStream(self.log)  # type: ignore[attr-defined]
         # As deployed (POWERTOOLS_METRICS_NAMESPACE): Powertools flushes every 100 values of a
         # metric, and refuses to without a namespace.
-        saved = metrics.provider.namespace
-        metrics.provider.namespace = metrics.provider.namespace or METRICS_NAMESPACE
         try:
-            with contextlib.redirect_stdout(self.log):
+            with (
+                metrics_namespace(metrics.provider.namespace or METRICS_NAMESPACE),
+                contextlib.redirect_stdout(self.log),
+            ):
                 yield
         finally:
-            metrics.clear_metrics()
-            metrics.provider.namespace = saved
             handler.setStream(stream)  # type: ignore[attr-defined]
 
 
