@@ -1,7 +1,13 @@
-"""Overlap and concurrency (issue 5): a job's `concurrency` policy decides what a run due to
-start does while `max_running` runs of the job are RUNNING, through the real handlers on
-moto. A run is kept RUNNING by a target call the receiver holds, in a worker pass of its
-own (a thread); the test's clock moves on meanwhile, as the next firings come due."""
+"""Overlap and concurrency (issue 5) through the real handlers on moto: only what the fakes
+cannot show. A run skipped end to end (its target call held in flight by a real webhook
+receiver, in a worker pass of its own thread, and the skipped run as the API shows it); a
+worker process that dies mid-attempt (its slot held until its lease runs out; a late
+success reused); the API's JSON and 400s for `concurrency`; DynamoDB's one update that
+ends a run, gives its slot back and (not) completes its job.
+
+The rules themselves (SKIP, BUFFER_ONE, ALLOW, manual runs, every way a slot is given back,
+early and duplicate messages, a change of policy) are specified on the in-memory fakes in
+`tests/unit/test_overlap_rules_on_fakes.py`; the pure decisions in `tests/unit/test_overlap.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +19,6 @@ from typing import Any
 import pytest
 
 from scheduler_core.domain.messages import RunMessage
-from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from tests.support.faults import WorkerDied, dying_executor
@@ -47,10 +52,9 @@ def runs_of(cloud: SchedulerHarness, job_id: str) -> dict[str, dict[str, Any]]:
     return {run["scheduled_for"]: run for run in cloud.runs(job_id)}
 
 
-def statuses(cloud: SchedulerHarness, job_id: str, *minutes: int) -> dict[str, str]:
-    """The job's runs' statuses by `scheduled_for`: all of them, or those of these minutes."""
-    found = {when: run["status"] for when, run in runs_of(cloud, job_id).items()}
-    return found if not minutes else {iso(at(m)): found.get(iso(at(m)), "") for m in minutes}
+def statuses(cloud: SchedulerHarness, job_id: str) -> dict[str, str]:
+    """The job's runs' statuses by `scheduled_for`."""
+    return {when: run["status"] for when, run in runs_of(cloud, job_id).items()}
 
 
 def called(receiver: WebhookReceiver) -> list[str]:
@@ -91,7 +95,7 @@ def hold_a_run(cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookRec
     return gate, worker
 
 
-# --- SKIP (the default) ------------------------------------------------------------------------
+# --- end to end: a run held in flight by a real webhook, in a worker thread ------------------
 
 
 def test_a_run_due_while_the_previous_one_runs_is_skipped_by_default(
@@ -125,204 +129,7 @@ def test_a_run_due_while_the_previous_one_runs_is_skipped_by_default(
     assert slots(cloud, job_id) == (0, None)
 
 
-# Two worker invocations at once in one process share Powertools' metrics: the first to end
-# publishes the other's too, which then has none left to publish (and warns).
-@pytest.mark.filterwarnings("ignore:No application metrics to publish")
-def test_max_running_two_lets_two_run_and_skips_the_third(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job_id = cloud.create(every_minute(receiver, max_running=2))["job_id"]
-
-    first, first_worker = hold_a_run(cloud, clock, receiver, at(1))
-    second, second_worker = hold_a_run(cloud, clock, receiver, at(2))
-    assert slots(cloud, job_id) == (2, None)
-    clock.move_to(at(3))
-    cloud.poll()
-    assert cloud.deliver() == 1
-    assert statuses(cloud, job_id)[iso(at(3))] == "SKIPPED"
-    assert runs_of(cloud, job_id)[iso(at(3))]["error"].startswith("skipped: 2 runs of the job running")
-
-    first.set()
-    second.set()
-    first_worker.join()
-    second_worker.join()
-    assert statuses(cloud, job_id, 1, 2, 3) == {
-        iso(at(1)): "SUCCEEDED",
-        iso(at(2)): "SUCCEEDED",
-        iso(at(3)): "SKIPPED",
-    }
-    assert receiver.max_in_flight == 2
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_a_one_off_whose_run_is_skipped_behind_a_manual_run_completes(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """Manual runs count and obey the policy like any run; a one-off's run skipped (its last
-    and only firing) completes the job, as its end would have."""
-    body = every_minute(receiver) | {"schedule": {"at": iso(at(1))}}
-    job_id = cloud.create(body)["job_id"]  # claimed at create
-    manual = cloud.call("POST", f"/v1/jobs/{job_id}/trigger")
-    assert manual.status == 202, manual.body
-    gate, worker = hold_a_run(cloud, clock, receiver, clock.now())  # the manual run, held
-    clock.move_to(at(1))
-    assert cloud.deliver() == 1
-    assert statuses(cloud, job_id, 1) == {iso(at(1)): "SKIPPED"}
-    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "COMPLETED"
-
-    gate.set()
-    worker.join()
-    assert runs_of(cloud, job_id)[manual.body["scheduled_for"]]["status"] == "SUCCEEDED"
-    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "COMPLETED"
-    assert slots(cloud, job_id) == (0, None)
-
-
-# --- BUFFER_ONE --------------------------------------------------------------------------------
-
-
-def test_buffer_one_keeps_one_run_waiting_starts_it_when_the_running_one_ends_and_skips_more(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))
-    assert job["concurrency"] == {"overlap": "BUFFER_ONE", "max_running": 1}
-    job_id = job["job_id"]
-
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    clock.move_to(at(2))
-    assert cloud.deliver() == 1  # 10:02 waits for the slot
-    assert statuses(cloud, job_id) == {iso(at(1)): "RUNNING", iso(at(2)): "PENDING"}
-    assert slots(cloud, job_id) == (1, int(at(2).timestamp() * 1000))
-
-    # 10:03 comes due while 10:02 waits: skipped. (10:02's timer is up too: the poller sends its
-    # message again, and it goes on waiting.)
-    clock.move_to(at(3))
-    cloud.poll()
-    cloud.deliver()
-    three = runs_of(cloud, job_id)[iso(at(3))]
-    assert three["status"] == "SKIPPED"
-    assert three["error"] == (
-        "skipped: another run of the job already waits for a slot "
-        "(concurrency.max_running 1, overlap BUFFER_ONE)"
-    )
-    assert statuses(cloud, job_id)[iso(at(2))] == "PENDING"
-
-    # 10:01 ends: its slot goes to 10:02 at once (the ending worker sends 10:02's message; the
-    # same worker pass picks it up).
-    gate.set()
-    worker.join()
-    assert statuses(cloud, job_id, 1, 2, 3) == {
-        iso(at(1)): "SUCCEEDED",
-        iso(at(2)): "SUCCEEDED",
-        iso(at(3)): "SKIPPED",
-    }
-    assert called(receiver) == [iso(at(1)), iso(at(2))]
-    runs = runs_of(cloud, job_id)
-    assert runs[iso(at(2))]["started_at"] >= runs[iso(at(1))]["finished_at"]
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_a_buffered_run_whose_wake_up_is_lost_is_started_by_the_poller(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """The slot's release sends the buffered run's message; if that send is lost (the worker
-    died first), the buffered run's timer has the poller send it."""
-    job_id = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))["job_id"]
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    clock.move_to(at(2))
-    cloud.deliver()  # 10:02 buffered
-    lifecycle = cloud.worker_lifecycle
-    lifecycle.wake_next_in_line = lambda job, run: None  # type: ignore[method-assign]
-    gate.set()
-    worker.join()
-    assert statuses(cloud, job_id)[iso(at(2))] == "PENDING"
-    assert slots(cloud, job_id) == (0, int(at(2).timestamp() * 1000))
-
-    clock.move_to(at(3))  # 10:02's timer (a minute after it was buffered)
-    cloud.poll()
-    cloud.deliver()
-    assert statuses(cloud, job_id)[iso(at(2))] == "SUCCEEDED"
-    assert called(receiver)[:2] == [iso(at(1)), iso(at(2))]
-
-
-def test_a_buffered_run_that_was_cancelled_does_not_hold_up_the_next_ones(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job_id = cloud.create(every_minute(receiver, overlap="BUFFER_ONE"))["job_id"]
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    clock.move_to(at(2))
-    cloud.deliver()  # 10:02 buffered
-    store = cloud.api_store
-    buffered = store.get_run(job_id, int(at(2).timestamp() * 1000))
-    assert buffered is not None
-    assert store.cancel_run_if_not_started(buffered, clock.now())  # e.g. a schedule change
-    gate.set()
-    worker.join()
-
-    clock.move_to(at(3))
-    cloud.poll()
-    cloud.deliver()  # the buffered run ended without starting: forgotten, 10:03 runs
-    assert statuses(cloud, job_id, 1, 2, 3) == {
-        iso(at(1)): "SUCCEEDED",
-        iso(at(2)): "CANCELLED",
-        iso(at(3)): "SUCCEEDED",
-    }
-    assert slots(cloud, job_id) == (0, None)
-
-
-# --- ALLOW -------------------------------------------------------------------------------------
-
-
-def test_allow_starts_every_run_whatever_runs_already(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job = cloud.create(every_minute(receiver, overlap="ALLOW"))
-    assert job["concurrency"] == {"overlap": "ALLOW", "max_running": None}
-    job_id = job["job_id"]
-
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    clock.move_to(at(2))
-    assert cloud.deliver() == 1
-    assert statuses(cloud, job_id) == {iso(at(1)): "RUNNING", iso(at(2)): "SUCCEEDED"}
-    assert receiver.max_in_flight == 2
-    gate.set()
-    worker.join()
-    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "SUCCEEDED"}
-    assert slots(cloud, job_id) == (0, None)  # ALLOW counts nothing
-
-
-# --- every way an attempt ends gives its slot back -----------------------------------------------
-
-
-def test_a_retrying_or_failed_attempt_gives_its_slot_back(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """Hourly, so no other firing comes near: attempt 1 fails (RETRYING: not running, its slot
-    given back), attempt 2 takes a slot again at its start and fails for good (given back)."""
-    hourly = {"schedule": {"cron": "0 * * * *"}, "retry": {"max_attempts": 2, "backoff_seconds": 30}}
-    job_id = cloud.create(every_minute(receiver) | hourly)["job_id"]
-    eleven = datetime(2026, 11, 21, 11, 0, tzinfo=UTC)
-    clock.move_to(eleven - timedelta(minutes=1))
-    cloud.poll()
-    receiver.respond_with(500, 500)
-    clock.move_to(eleven)
-    cloud.deliver_batches()  # attempt 1 only: a retry drawn within 2 s would show at once
-    [retrying] = runs_of(cloud, job_id).values()
-    assert (retrying["status"], retrying["attempt"]) == ("RETRYING", 2)
-    assert slots(cloud, job_id) == (0, None)
-
-    clock.move_to(datetime.fromisoformat(retrying["next_attempt_at"]))
-    cloud.deliver()
-    assert statuses(cloud, job_id) == {iso(eleven): "FAILED"}
-    assert len(receiver.requests) == 2
-    assert slots(cloud, job_id) == (0, None)
-
-    noon = eleven + timedelta(hours=1)  # the next run is not held up
-    clock.move_to(noon - timedelta(minutes=1))
-    cloud.poll()
-    clock.move_to(noon)
-    cloud.deliver()
-    assert statuses(cloud, job_id)[iso(noon)] == "SUCCEEDED"
-    assert slots(cloud, job_id) == (0, None)
+# --- a worker process that dies mid-attempt ---------------------------------------------------
 
 
 def test_the_slot_of_a_worker_that_died_is_given_back_at_its_lease_expiry(
@@ -359,184 +166,6 @@ def test_the_slot_of_a_worker_that_died_is_given_back_at_its_lease_expiry(
     cloud.deliver()  # attempt 2 calls again, with the same Idempotency-Key: one effect
     assert runs_of(cloud, job_id)[hourly["scheduled_for"]]["status"] == "SUCCEEDED"
     assert [request.headers["idempotency-key"] for request in receiver.requests] == [hourly["run_id"]] * 2
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_the_slot_of_a_dead_workers_run_is_given_back_when_its_cancelled_job_lets_it_go(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    clock.move_to(at(1))
-    sqs, url = cloud.clients.sqs(), cloud.queue_url(Priority.NORMAL)
-    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
-    with pytest.raises(WorkerDied):
-        dying_executor(cloud).execute(RunMessage.model_validate_json(message["Body"]))
-    assert slots(cloud, job_id) == (1, None)
-    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
-
-    clock.advance(cloud.settings.run_lease_seconds + 5)
-    cloud.poll()
-    assert statuses(cloud, job_id)[iso(at(1))] == "CANCELLED"
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_a_run_whose_job_is_paused_before_its_start_is_set_aside_without_a_slot(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """The worker got the run's message a little early and waits for its time before it
-    takes a slot; the job is paused meanwhile, so its start (conditioned on the job as read)
-    fails, and the worker sets the run aside, uncalled, still waiting for the resume, never
-    having taken the slot."""
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    waiting = clock.sleep_until
-    taken: list[tuple[int, int | None]] = []
-
-    def pause_meanwhile(when: datetime) -> None:
-        taken.append(slots(cloud, job_id))
-        cloud.call("POST", f"/v1/jobs/{job_id}/pause")
-        waiting(when)
-
-    clock.move_to(at(1) - timedelta(seconds=1))
-    clock.sleep_until = pause_meanwhile  # type: ignore[method-assign]
-    assert cloud.deliver() == 1
-    assert taken == [(0, None)]
-    assert statuses(cloud, job_id)[iso(at(1))] == "PENDING"
-    assert receiver.requests == []
-    assert slots(cloud, job_id) == (0, None)
-    # At the resume (misfire FIRE_ONCE) one run fires now in its place, and takes the slot.
-    clock.sleep_until = waiting  # type: ignore[method-assign]
-    clock.move_to(at(1) + timedelta(seconds=20))
-    cloud.call("POST", f"/v1/jobs/{job_id}/resume")
-    cloud.deliver()
-    assert len(receiver.requests) == 1
-    assert statuses(cloud, job_id)[iso(at(1))] == "CANCELLED"
-    assert slots(cloud, job_id) == (0, None)
-
-
-# --- early messages, duplicates, changes of policy ------------------------------------------
-
-
-def test_a_run_whose_message_comes_early_is_admitted_at_its_time(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """The worker gets a run's message up to a few seconds early, while the slots are all
-    taken. It decides at the run's time, not before: the run before may have ended meanwhile."""
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    waiting = clock.sleep_until
-
-    def previous_run_ends_meanwhile(when: datetime) -> None:
-        gate.set()
-        worker.join()
-        waiting(when)
-
-    clock.move_to(at(2) - timedelta(seconds=1))  # 10:02's message arrives a little early
-    clock.sleep_until = previous_run_ends_meanwhile  # type: ignore[method-assign]
-    assert cloud.deliver() == 1
-    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "SUCCEEDED"}
-    assert len(receiver.requests) == 2
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_a_duplicate_message_of_a_running_run_is_dropped_not_skipped(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    run = cloud.api_store.get_run(job_id, int(at(1).timestamp() * 1000))
-    assert run is not None
-    message = RunMessage(job_id=job_id, run_id=run.run_id, scheduled_for_ms=run.scheduled_for_ms, attempt=1)
-    assert cloud.executor.execute(message) is Outcome.DUPLICATE
-    gate.set()
-    worker.join()
-    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED", iso(at(2)): "PENDING"}
-    assert slots(cloud, job_id) == (0, None)
-
-
-def test_a_changed_policy_applies_to_the_runs_that_start_after_it(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    gate, worker = hold_a_run(cloud, clock, receiver, at(1))
-    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"concurrency": {"overlap": "ALLOW"}})
-    assert reply.status == 200, reply.body
-    assert reply.body["concurrency"] == {"overlap": "ALLOW", "max_running": None}
-    clock.move_to(at(2))
-    cloud.deliver()
-    assert statuses(cloud, job_id)[iso(at(2))] == "SUCCEEDED"
-    gate.set()
-    worker.join()
-    # The 10:01 run took its slot under SKIP and gave it back at its end.
-    assert slots(cloud, job_id) == (0, None)
-
-
-# --- the API -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("concurrency", "field"),
-    [
-        pytest.param({"max_running": 0}, "concurrency.max_running", id="max_running below 1"),
-        pytest.param({"max_running": 1001}, "concurrency.max_running", id="max_running above 1000"),
-        pytest.param({"max_running": "many"}, "concurrency.max_running", id="max_running not a number"),
-        pytest.param({"overlap": "QUEUE"}, "concurrency.overlap", id="unknown overlap"),
-        pytest.param(
-            {"overlap": "ALLOW", "max_running": 2}, "concurrency.max_running", id="limit with ALLOW"
-        ),
-        pytest.param({"parallel": 2}, "concurrency.parallel", id="unknown field"),
-    ],
-)
-def test_a_bad_concurrency_is_a_400_naming_the_field(
-    cloud: SchedulerHarness, receiver: WebhookReceiver, concurrency: dict[str, Any], field: str
-) -> None:
-    reply = cloud.call("POST", "/v1/jobs", every_minute(receiver, **concurrency))
-    assert reply.status == 400, reply.body
-    assert reply.body["error"]["code"] == "VALIDATION_ERROR"
-    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
-
-    job_id = cloud.create(every_minute(receiver))["job_id"]
-    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"concurrency": concurrency})
-    assert reply.status == 400, reply.body
-    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
-
-
-def test_the_job_echoes_its_concurrency_and_a_patch_replaces_it_whole(
-    cloud: SchedulerHarness, receiver: WebhookReceiver
-) -> None:
-    job = cloud.create(every_minute(receiver, max_running=3))
-    assert job["concurrency"] == {"overlap": "SKIP", "max_running": 3}
-    assert "running_count" not in job
-    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["concurrency"] == job["concurrency"]
-
-    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": {"overlap": "BUFFER_ONE"}})
-    assert reply.status == 200, reply.body
-    assert reply.body["concurrency"] == {"overlap": "BUFFER_ONE", "max_running": 1}
-    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": None})
-    assert reply.status == 400
-    assert reply.body["error"]["details"][0]["field"] == "concurrency"
-
-
-def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_complete(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """The release and the completion are one update of the job; a job cancelled meanwhile
-    cannot complete, and the run still ends and gives its slot back."""
-    job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": iso(at(1))}})["job_id"]
-    store, now = cloud.api_store, clock.now()
-    job, waiting = store.get_job_and_run(job_id, int(at(1).timestamp() * 1000))
-    assert job is not None
-    assert waiting is not None
-    run = store.start_run_in_slot(
-        waiting, slots_as_read(job, waiting.scheduled_for_ms), now, now + timedelta(minutes=9), "worker-a"
-    )
-    assert run is not None
-    assert run.holds_slot
-    assert slots(cloud, job_id) == (1, None)
-    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
-
-    assert store.finish_run_if_held(run, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
-    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "CANCELLED"
-    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED"}
     assert slots(cloud, job_id) == (0, None)
 
 
@@ -584,3 +213,76 @@ def test_a_late_success_recorded_while_the_next_attempt_waits_is_reused(
     assert (run["status"], run["attempt"], run["response_code"]) == ("SUCCEEDED", 2, 204)
     assert receiver.requests == []
     assert slots(cloud, job_id) == (0, None)
+
+
+# --- DynamoDB's one update: a run's end, its slot, its job's completion -----------------------
+
+
+def test_the_last_run_ending_gives_its_slot_back_even_when_its_job_cannot_complete(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The release and the completion are one update of the job; a job cancelled meanwhile
+    cannot complete, and the run still ends and gives its slot back."""
+    job_id = cloud.create(every_minute(receiver) | {"schedule": {"at": iso(at(1))}})["job_id"]
+    store, now = cloud.api_store, clock.now()
+    job, waiting = store.get_job_and_run(job_id, int(at(1).timestamp() * 1000))
+    assert job is not None
+    assert waiting is not None
+    run = store.start_run_in_slot(
+        waiting, slots_as_read(job, waiting.scheduled_for_ms), now, now + timedelta(minutes=9), "worker-a"
+    )
+    assert run is not None
+    assert run.holds_slot
+    assert slots(cloud, job_id) == (1, None)
+    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
+
+    assert store.finish_run_if_held(run, "worker-a", RunStatus.SUCCEEDED, now, complete_job=True)
+    assert cloud.call("GET", f"/v1/jobs/{job_id}").body["status"] == "CANCELLED"
+    assert statuses(cloud, job_id) == {iso(at(1)): "SUCCEEDED"}
+    assert slots(cloud, job_id) == (0, None)
+
+
+# --- the API's JSON --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "field"),
+    [
+        pytest.param({"max_running": 0}, "concurrency.max_running", id="max_running below 1"),
+        pytest.param({"max_running": 1001}, "concurrency.max_running", id="max_running above 1000"),
+        pytest.param({"max_running": "many"}, "concurrency.max_running", id="max_running not a number"),
+        pytest.param({"overlap": "QUEUE"}, "concurrency.overlap", id="unknown overlap"),
+        pytest.param(
+            {"overlap": "ALLOW", "max_running": 2}, "concurrency.max_running", id="limit with ALLOW"
+        ),
+        pytest.param({"parallel": 2}, "concurrency.parallel", id="unknown field"),
+    ],
+)
+def test_a_bad_concurrency_is_a_400_naming_the_field(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, concurrency: dict[str, Any], field: str
+) -> None:
+    reply = cloud.call("POST", "/v1/jobs", every_minute(receiver, **concurrency))
+    assert reply.status == 400, reply.body
+    assert reply.body["error"]["code"] == "VALIDATION_ERROR"
+    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
+
+    job_id = cloud.create(every_minute(receiver))["job_id"]
+    reply = cloud.call("PATCH", f"/v1/jobs/{job_id}", {"concurrency": concurrency})
+    assert reply.status == 400, reply.body
+    assert field in [detail["field"] for detail in reply.body["error"]["details"]], reply.body
+
+
+def test_the_job_echoes_its_concurrency_and_a_patch_replaces_it_whole(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(every_minute(receiver, max_running=3))
+    assert job["concurrency"] == {"overlap": "SKIP", "max_running": 3}
+    assert "running_count" not in job
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["concurrency"] == job["concurrency"]
+
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": {"overlap": "BUFFER_ONE"}})
+    assert reply.status == 200, reply.body
+    assert reply.body["concurrency"] == {"overlap": "BUFFER_ONE", "max_running": 1}
+    reply = cloud.call("PATCH", f"/v1/jobs/{job['job_id']}", {"concurrency": None})
+    assert reply.status == 400
+    assert reply.body["error"]["details"][0]["field"] == "concurrency"
