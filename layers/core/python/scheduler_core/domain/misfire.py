@@ -1,19 +1,10 @@
-"""Misfire policies: what becomes of the firings a job missed. Pure: schedule math only.
+"""Misfire policies: which of the firings a job missed run, each as its own run, as its
+`misfire` says (`select`). Pure: schedule math only. What counts as missed and what each
+policy runs is written once, in docs/concepts/misfires.md (at a resume, in job-control.md).
 
-A firing is missed when nothing claimed it in time: the poller was down (an outage), or the
-job was paused. It counts as a misfire once it is more than `TOLERANCE` in the past when the
-scheduler gets to it: the poller claims firings up to its lookahead (about 2 minutes) ahead,
-so an on-time claim is never in the past, and a firing claimed a few seconds late (a poll
-that came late) is not a misfire: it runs, a little late. The time that counts is the
-firing's own (its nominal time, before any jitter).
-
-The job's `misfire` setting decides (`select`):
-- FIRE_ONCE (the default): one run for all of them: the newest one runs, late. (A resume
-  runs one run at the resume instead; see `job_control.plan_resume`.)
-- SKIP: none of the misfires runs; the job carries on with its first firing not missed.
-- CATCH_UP: each firing of the last `catch_up_window_seconds` runs as its own run (its own
-  run id and `scheduled_for`), oldest first, at once; older ones do not. At most the newest
-  `MAX_CATCH_UP_RUNS` of them run, which bounds what one poll or one resume does.
+Why a tolerance rather than "any firing in the past": the poller claims firings ahead of
+their time (its lookahead), so only a firing nothing claimed in time is more than
+`TOLERANCE` past; one a late poll claims a few seconds after its time is late, and runs.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """What resuming a paused job does (`plan_resume`). Pure: `job_control` reads the job's
-runs, plans with this, then writes the plan.
+newest runs, plans with this, then writes the plan. What a pause leaves waiting and what a
+resume runs under each misfire policy is written once, in docs/concepts/job-control.md
+("Pause and resume").
 
-Pause and resume:
-- pause: the job leaves the due index. It keeps its next firing not yet claimed, where a
-  resume carries on. Runs already claimed (up to the lookahead ahead) and retries stay as
-  they are: one whose time comes while the job is paused is set aside by the worker (still
-  waiting, same attempt, target not called) for the resume to decide. A run already calling
-  its target finishes. Manual runs are not stopped by a pause. A pause cancels nothing: a
-  CANCELLED run is final.
-- resume: the firings of the job's schedule that fell between the pause and now (claimed
-  or not, first attempts and retries alike; its next firing if it is past) are missed, and
-  go as its misfire policy says (`misfire`): FIRE_ONCE (the default): ONE run fires now for
-  all of them (a one-off whose time passed while it was paused included); their waiting
-  runs are cancelled. SKIP: none runs (those within `misfire.TOLERANCE` of now are late,
-  not missed: they run). CATCH_UP: each one of the window runs as its own run, oldest
-  first: a waiting run is sent again, a firing without a run gets one. Waiting runs whose
-  time has not come yet (or came before the pause) are sent again as planned: the worker may
-  have set them aside. Then the job carries on from its first firing after now.
+Why a pure plan: it is decided on one read of the job and its runs; `job_control` writes
+the job only if it is still at the version read, and plans again on a fresh read otherwise
+(another resume, a change or a cancel came first).
 """
 
 from __future__ import annotations
@@ -59,12 +48,11 @@ def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> 
     """What resuming the paused `job` at `now` does, given its newest `runs` (`horizon`: how
     far ahead the poller sends work).
 
-    The firings missed while paused are those of the job's schedule between the pause and now
-    (claimed or not), its next firing if it is past, and waiting runs (first attempts and
-    retries) whose time came while paused. Under FIRE_ONCE, the default misfire policy, they
-    run once, now (`catch_up`). Under SKIP and CATCH_UP, those the policy keeps
-    (`misfire.select`) run each as its own run, the others do not (their waiting runs are
-    `stopped`). Other waiting runs up to the horizon go on as planned (`going_on`)."""
+    Missed: the job's firings between the pause and now (claimed or not), its next firing if
+    it is past, and waiting runs (first attempts and retries) whose time came while paused.
+    FIRE_ONCE: `catch_up` stands for them, their waiting runs are `stopped`. SKIP, CATCH_UP:
+    those `misfire.select` keeps are `kept` (a waiting run) or `missed` (no run yet), the
+    other waiting runs `stopped`. Other waiting runs up to the horizon: `going_on`."""
     paused_at = job.paused_at or job.updated_at
     unstarted = [run for run in runs if run.trigger is not Trigger.MANUAL and run.status in run_state.WAITING]
     waiting = [run for run in unstarted if paused_at < run.starts_at <= now]

@@ -1,9 +1,10 @@
-"""Retry decisions (DESIGN §3, "Work"). Pure: no clock, no AWS.
+"""Retry decisions (DESIGN §3, "Work"): how long a failed attempt waits (`backoff`) and
+whether another is left (`attempts_left`). Pure: no clock, no AWS. The backoff itself
+(exponential, full jitter, at least a second) is written once, in docs/concepts/retries.md.
 
-Backoff is exponential with full jitter: the wait before attempt n+1 is drawn from
-[0, min(max_backoff, backoff × 2^(n-1))), floored at one second so a failing target is
-never called in a tight loop. The draw is deterministic per run and attempt (a hash, not a
-random generator): two workers deciding the same retry agree, and tests can predict it.
+Why the draw is a hash of the run and attempt, not a random generator: two workers deciding
+the same retry agree, and tests can predict it. Why the one-second floor: a failing target
+is never called in a tight loop.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Wall-clock math: cron and rate expressions stepped through time zones. Pure: croniter,
-zoneinfo and datetimes, no AWS; all instants are aware UTC datetimes.
+zoneinfo and datetimes, no AWS; all instants are aware UTC datetimes. Which instant a wall
+time of `schedule.timezone` fires at when daylight saving time skips or repeats it (and why
+a cron whose hour field is `*` keeps to real time instead) is written once, in
+docs/concepts/schedules.md ("Schedules").
 
-Time zones (`schedule.timezone`, an IANA name). A cron is matched against the wall clock
-of its zone, and so is an `at`, `start_at` or `end_at` written without an offset. Wall
-times that daylight saving time skips or repeats follow two rules:
-- a wall time skipped by spring-forward fires once, at the first valid instant after it
-  (02:30 on the night Europe/Berlin jumps from 02:00 to 03:00 fires at 03:00 local);
-- a wall time repeated by fall-back fires once, at its first occurrence.
-Except for a cron whose hour field is `*` (every hour, every n minutes): it describes a
-frequency, not a time of day, so it keeps to real time instead. It fires in both passes
-of a repeated hour (`0 * * * *` stays hourly: 02:00 summer time, 02:00 winter time,
-03:00), and the firings of a skipped hour do not happen (moving them to the jump would
-bunch them up with the next hour's).
-
-croniter's own time zone support does not follow these rules (it fires a daily 02:30
-twice on the fall-back night), so croniter only walks naive wall times here and the
-mapping to instants is done below.
+Why it is computed here: croniter's own time zone support does not follow those rules (it
+fires a daily 02:30 twice on the fall-back night), so croniter only walks naive wall times,
+and each is mapped to its instants below (`_resolve`, `_instants`).
 """
 
 from __future__ import annotations
@@ -134,7 +125,7 @@ def validate_cron(expression: str) -> None:
 
 def every_hour(expression: str) -> bool:
     """Whether a cron runs every hour (its hour field is `*`): it then keeps to real time
-    across DST instead of to the wall clock (see the module's docstring)."""
+    across DST instead of to the wall clock (see docs/concepts/schedules.md)."""
     return expression.split()[1] == "*"
 
 

@@ -111,9 +111,8 @@ class Dispatcher:
         (what is claimed so far stands; the rest waits for a later poll).
 
         Firings missed while nothing polled (an outage: the job's next firing is past) go as
-        the job's misfire policy says (see `misfire`): FIRE_ONCE runs the newest of them, late;
-        SKIP none (the job moves on to its first firing after now); CATCH_UP each one of its
-        window, oldest first, each its own run. The first claim moves the job past the others."""
+        the job's misfire policy says (`misfire`; docs/concepts/misfires.md): those that run
+        are claimed first, oldest first, and the first claim moves the job past the others."""
         horizon = self.horizon(now)
         runs: list[Run] = []
         missed: deque[datetime] = deque()

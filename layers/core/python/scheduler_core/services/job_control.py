@@ -1,12 +1,12 @@
 """Changing a job after its creation (DESIGN §7): pause, resume, trigger by hand, patch, and
 the sweep of a cancelled job's waiting runs. `JobService` checks tenancy, then calls these.
+What each does is written once, in docs/concepts/job-control.md; a resume's plan is made by
+`resume.plan_resume`.
 
-Every change of a job is a conditional write on the version (and status) it was read at, so
-it never loses or doubles a claim racing with it: a claim moves the version on, the change
-fails, is read again and applied again (a few times; then 409), or, with `If-Match`, is
-refused (412). Claims check the version too, so a change that won makes the claim fail.
-
-What a pause and a resume do is written once, in `resume`.
+Why every change is a conditional write on the version (and status) it was read at: it
+never loses or doubles a claim racing with it. A claim moves the version on, so the change
+fails and is read and applied again (`CHANGE_TRIES` times; then 409), or, with `If-Match`,
+is refused (412); claims check the version too, so a change that won makes the claim fail.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from scheduler_core.services.lifecycle import RunLifecycle
 
 # How often a change is read and applied again when a claim (or another change) won the race.
 CHANGE_TRIES = 3
-# The newest runs a cancel looks at for waiting ones, cancelled at once. Older waiting runs
-# (a retry days away) are cancelled when their message or timer comes, as they always were.
+# The newest runs a cancel looks at for waiting ones, cancelled at once; older ones are
+# cancelled by their worker or the watchdog when their message or timer comes.
 CANCEL_SWEEP = 200
 # The runs at or after a new schedule's first firing a schedule change looks at (those
 # already claimed: the lookahead's worth).
@@ -93,7 +93,7 @@ class JobControl:
         raise _changed_concurrently(job)
 
     def resume(self, job: Job) -> Job:
-        """PAUSED → SCHEDULED (see the module's notes). Resuming a scheduled job changes nothing."""
+        """PAUSED → SCHEDULED, as `plan_resume` plans it. Resuming a scheduled job changes nothing."""
         for _ in range(CHANGE_TRIES):
             if job.status is JobStatus.SCHEDULED:
                 return job
@@ -170,8 +170,8 @@ class JobControl:
     # --- trigger -------------------------------------------------------------------------
 
     def trigger(self, job: Job) -> Run:
-        """One run now, `trigger: MANUAL`, through the queues like any other (retries, DLQ);
-        the schedule is left as it is. A paused job may be triggered: its manual runs go on."""
+        """One run now, `trigger: MANUAL` (see docs/concepts/job-control.md, "Trigger"); the
+        job itself is not written."""
         _refuse_ended(job, "triggered")
         now = self._clock.now()
         for _ in range(CHANGE_TRIES):
@@ -208,11 +208,10 @@ class JobControl:
     # --- patch ---------------------------------------------------------------------------
 
     def update(self, job: Job, patch: JobPatch, if_match: int | None = None) -> Job:
-        """Apply `patch` to a SCHEDULED or PAUSED job, as one new version. A new schedule gives
-        the job its first firing after now; runs already claimed at a time the new schedule
-        also fires at keep their place, the others (not started yet) are cancelled. Runs use
-        the job as it is when they start, so a new target or payload reaches them too.
-        `if_match`: the version the caller read; another one is a 412."""
+        """Apply `patch` to a SCHEDULED or PAUSED job, as one new version (what a change does
+        to claimed runs: docs/concepts/job-control.md, "Changes"). The runs a new schedule
+        leaves behind are cancelled only once the job's write has won. `if_match`: the
+        version the caller read; another one is a 412."""
         changes = patch.changes()
         for _ in range(CHANGE_TRIES):
             if if_match is not None and job.version != if_match:

@@ -200,9 +200,8 @@ class JobService:
             return self._store.list_jobs(tenant, limit, cursor, status, name_prefix)
 
     def cancel(self, tenant: str, job_id: str) -> Job:
-        """Cancel a job: it fires no more, and its runs not yet started are cancelled at once
-        (a run the sweep does not reach is dropped by the worker when its message comes).
-        Cancelling a cancelled job is a no-op; a completed job cannot be cancelled (409)."""
+        """Cancel a job (see docs/concepts/job-control.md, "Cancel"): the job's write first,
+        then the sweep of its waiting runs (`JobControl.cancel_waiting_runs`)."""
         job = self.get(tenant, job_id)
         if job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED):
             self._store.cancel_job_if_active(job_id, self._clock.now())

@@ -1,19 +1,18 @@
 """What happens to a run after an attempt fails or is lost (DESIGN §3): retry it with
 backoff, or fail it for good with a record on the DLQ. Shared by the worker (a target call
-failed) and the poller's watchdog (a worker lost its lease, a message was lost).
+failed) and the poller's watchdog (a worker lost its lease, a message was lost). The rules
+are written once, in docs/concepts/retries.md and guarantees.md.
 
 Timers: every run that is not finished sits in the due index at the moment the poller must
-look at it again, so nothing waits on a message that may never come:
-- a run whose message was sent: its time + `resend_after` (the message was lost if the run
-  has not started by then; the poller sends it again, same attempt);
-- a running attempt: its lease expiry (the worker died or hung; the poller retries or fails it);
-- a retry (or a first attempt moved by jitter) further away than SQS can delay a message
-  (900 s): its time − `lookahead`, when the poller sends it, like a job's firing;
-- a run set aside because its job is paused: `PAUSED_RECHECK` later (the resume sends it
-  again, or not, as the job's misfire policy says; the timer only covers a run the resume
-  did not reach);
-- a caught-up run waiting its turn for a running slot: `TURN_RECHECK` later (the end of the
-  run before it sends it; the timer only covers a wake-up lost on the way).
+look at it again, so nothing waits on a message that may never come (`watch` acts on it):
+- a run whose message was sent: its time + `resend_after` (`sent_timer`);
+- a running attempt: its lease's end (`start_timer`);
+- an attempt further away than SQS can delay a message (a retry, a jittered first attempt):
+  its time − `lookahead` (`send_plan`), when the poller sends it, like a job's firing;
+- a run set aside because its job is paused: `PAUSED_RECHECK` later (`paused_timer`); the
+  resume decides, the timer only covers a run no resume reached;
+- a caught-up run waiting its turn for a running slot: `TURN_RECHECK` later (`turn_timer`);
+  the end of the run before it sends it, the timer only covers a wake-up lost on the way.
 """
 
 from __future__ import annotations
@@ -333,10 +332,9 @@ def _slot_free(job: Job) -> bool:
 
 
 def is_last(job: Job, run: Run | None = None) -> bool:
-    """Whether the run being finished is the job's last: a one-off, or a schedule that ended.
-    A manual run never is: the job's own firings decide when it completes. Nor is an earlier
-    firing that ends after the last one was claimed (a retry, a jittered run): the job
-    completes with the run of its last firing."""
+    """Whether the run being finished is the job's last, whose end completes the job: the run
+    of a one-off's firing or of a schedule's last one, never a manual run nor an earlier
+    firing's (see docs/concepts/schedules.md, "Windows", and job-control.md, "Trigger")."""
     if job.next_fire_at is not None or (run is not None and run.trigger is Trigger.MANUAL):
         return False
     return run is None or _no_firing_after(job, run)

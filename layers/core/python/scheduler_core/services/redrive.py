@@ -1,17 +1,15 @@
 """Moving the DLQ back (`make redrive`), batch by batch, through the run state machine.
+What a pass does with each message is written once, in docs/operations/redrive.md; each
+ends as a `RedriveOutcome`, deleted from the DLQ or kept (`KEPT`).
 
-What the DLQ holds, and what a pass does with each message:
-- a RUN_FAILED record (`DeadLetter`: a run whose attempts are spent): the run is re-driven as
-  `POST /v1/jobs/{id}/runs/{run_id}/retry` does (FAILED → RETRYING, a new attempt now, a fresh
-  round of max_attempts), if it is still FAILED. A record of a run that moved on (re-driven
-  already, through the API or by an earlier record) is dropped, as is one whose run, or job,
-  is gone, or whose job is cancelled (the API refuses those too). A paused job's record
-  stays until the job is resumed (a worker cancels the runs of a paused job).
-- a raw `RunMessage` (a poison message: the queues' redrive policy moved it after
-  maxReceiveCount receives): sent back to its run's priority queue if the run still waits
-  for that attempt; dropped if the run has moved on (the worker's conditional start would
-  drop it anyway).
-- anything else: left on the DLQ for a person to look at.
+The DLQ holds RUN_FAILED records (`DeadLetter`, sent by `lifecycle` when a run's attempts
+are spent) and raw `RunMessage`s (poison messages, moved by the queues' redrive policy after
+maxReceiveCount receives). A record re-drives its run as `POST …/runs/{run_id}/retry` does
+(`RunLifecycle.redrive`, conditioned on the run still FAILED at that attempt); a run message
+goes back only while its run waits for that attempt (the worker's conditional start would
+drop it anyway). A paused job's record is kept rather than re-driven: the worker would set
+the run aside, and the resume's misfire policy could then cancel it (the API refuses such a
+retry too).
 
 SQS's StartMessageMoveTask cannot do this: it moves bodies unchanged to their source queue,
 and a RUN_FAILED record has none (nor does moto have it). So a pass receives up to ten
@@ -56,7 +54,7 @@ class RedriveOutcome(StrEnum):
     STALE = "stale"  # its run moved on (no longer FAILED, or past that attempt); deleted
     GONE = "gone"  # its run or its job no longer exists; deleted
     CANCELLED = "cancelled"  # its job is cancelled, so its run is not re-driven; deleted
-    PAUSED = "paused"  # its job is paused (a worker would cancel the run); kept until resumed
+    PAUSED = "paused"  # its job is paused (a worker would set the run aside); kept until resumed
     UNREADABLE = "unreadable"  # neither a RUN_FAILED record nor a run message; kept
     FAILED_AGAIN = "failed_again"  # re-driven earlier in this pass and failed again; kept
     DEFERRED = "deferred"  # DynamoDB or SQS said "not now" (throttled, send failed); kept
@@ -163,7 +161,8 @@ class DeadLetterRedriver:
         if job.status is JobStatus.CANCELLED:
             return RedriveOutcome.CANCELLED
         if job.status is JobStatus.PAUSED:
-            # Re-driven now, the run would be cancelled by the worker: its record waits.
+            # Re-driven now, the run would be set aside by the worker and could be cancelled by
+            # the resume (its misfire policy): its record waits.
             return RedriveOutcome.PAUSED
         if self._lifecycle.redrive(run) is None:
             return RedriveOutcome.STALE  # moved on between our read and the conditional update
