@@ -4,7 +4,8 @@ whose firings are claimed or whose runs wait or run, If-Match when a claim races
 cancel of waiting runs, and the refusals (an ended job, another tenant, a retry while paused,
 a one-off's cancelled time). Each test drives the API's job service (`world.jobs`), the poll
 (`Dispatcher.poll_shard`) and the worker (`RunExecutor.execute`) as the handlers would, and
-moves a manual clock; `Worker` below stands for SQS and its event source mapping.
+moves a manual clock; `Deliveries` (`tests/support/fakes.py`) stands for SQS and its event
+source mapping.
 
 Where the rest lives:
 - `tests/unit/test_job_control.py`: what a resume decides (`plan_resume`) and the PATCH body;
@@ -27,13 +28,12 @@ from scheduler_core.domain.api_shapes import JobCreate, JobPatch
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.errors import Conflict, NotFound, PreconditionFailed
-from scheduler_core.domain.messages import run_message
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import Delivery
 from scheduler_core.services.dispatch import PollReport
 from tests.support.builders import T0, a_run
-from tests.support.fakes import FakeWorld, fake_world
+from tests.support.fakes import Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso
 
 ALICE = "alice"
@@ -47,39 +47,16 @@ def at(minute: int, second: int = 0) -> datetime:
     return T0 + timedelta(minutes=minute, seconds=second)
 
 
-class Worker:
-    """SQS and its event source mapping between the services and the worker: each message of
-    `world.queue` is handed to the worker once, when it is visible (`LEAD` before its run's
-    time; the worker waits out the rest on the clock), as `cloud.deliver()` does on moto."""
-
-    def __init__(self, world: FakeWorld) -> None:
-        self._world = world
-        self._handed: set[int] = set()
-
-    def deliver(self) -> list[Outcome]:
-        """Hand over every visible message, again until none is (a run may send another);
-        the outcome of each, in the order handed."""
-        outcomes: list[Outcome] = []
-        while True:
-            sent, now = self._world.queue.sent, self._world.clock.now()
-            visible = [
-                i for i, run in enumerate(sent) if i not in self._handed and run.starts_at - LEAD <= now
-            ]
-            if not visible:
-                return outcomes
-            for i in visible:
-                self._handed.add(i)
-                outcomes.append(self._world.executor.execute(run_message(sent[i])))
-
-
 @pytest.fixture
 def world() -> FakeWorld:
     return fake_world(START)
 
 
 @pytest.fixture
-def worker(world: FakeWorld) -> Worker:
-    return Worker(world)
+def worker(world: FakeWorld) -> Deliveries:
+    """Each message sent handed to the worker once, when it is visible (`LEAD` before its
+    run's time; the worker waits out the rest on the clock), as `cloud.deliver()` does on moto."""
+    return Deliveries(world, lead=LEAD)
 
 
 def create(world: FakeWorld, schedule: dict[str, Any], **fields: Any) -> Job:
@@ -137,7 +114,7 @@ def pause_during_the_call(world: FakeWorld, job: Job, monkeypatch: pytest.Monkey
 
 
 def test_a_pause_takes_the_job_out_of_the_due_index_and_a_second_pause_changes_nothing(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job = create(world, {"cron": "0 * * * *"})  # next at 10:00, not claimed yet
     assert world.queue.sent == []
@@ -158,7 +135,7 @@ def test_a_pause_takes_the_job_out_of_the_due_index_and_a_second_pause_changes_n
 
 
 def test_a_run_claimed_before_the_pause_is_set_aside_at_its_time_and_the_resume_fires_once_for_it(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     fire_at = START + timedelta(seconds=20)
     job = create(world, {"at": iso(fire_at)})  # claimed and sent at create
@@ -183,7 +160,7 @@ def test_a_run_claimed_before_the_pause_is_set_aside_at_its_time_and_the_resume_
     assert stored(world, job).status is JobStatus.COMPLETED
 
 
-def ended_jobs(world: FakeWorld, worker: Worker) -> list[Job]:
+def ended_jobs(world: FakeWorld, worker: Deliveries) -> list[Job]:
     """A cancelled job and a completed one."""
     cancelled = create(world, {"cron": "0 * * * *"})
     world.jobs.cancel(ALICE, cancelled.job_id)
@@ -197,7 +174,7 @@ def ended_jobs(world: FakeWorld, worker: Worker) -> list[Job]:
 
 @pytest.mark.parametrize("action", ["pause", "resume", "trigger"])
 def test_a_cancelled_or_completed_job_cannot_be_paused_resumed_or_triggered(
-    world: FakeWorld, worker: Worker, action: str
+    world: FakeWorld, worker: Deliveries, action: str
 ) -> None:
     for job in ended_jobs(world, worker):
         with pytest.raises(Conflict) as refused:
@@ -211,7 +188,7 @@ def test_a_cancelled_or_completed_job_cannot_be_paused_resumed_or_triggered(
 
 
 def test_firings_missed_while_paused_fire_once_at_the_resume_and_the_schedule_carries_on(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job = create(world, {"cron": "* * * * *"})  # 09:01 and 09:02 claimed at create
     world.jobs.pause(ALICE, job.job_id)
@@ -244,7 +221,7 @@ def test_firings_missed_while_paused_fire_once_at_the_resume_and_the_schedule_ca
 
 
 def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     # 09:01 and 09:02 claimed, then delivered together (overlap ALLOW: both run).
     job = create(world, {"cron": "* * * * *"}, concurrency={"overlap": "ALLOW"})
@@ -261,7 +238,7 @@ def test_a_resume_before_the_claimed_runs_are_due_lets_them_run_as_planned(
 
 
 def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_completes(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     fire_at = START + timedelta(minutes=10)
     job = create(world, {"at": iso(fire_at)})  # beyond the lookahead: not claimed
@@ -279,7 +256,7 @@ def test_a_one_off_whose_time_passed_while_paused_fires_once_at_the_resume_and_c
 
 
 def test_a_new_schedule_while_paused_cancels_the_runs_the_old_one_set_aside(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     """A resume counts missed firings on the job's new schedule: a run of the old schedule,
     set aside while paused, is no missed firing of the new one."""
@@ -313,7 +290,7 @@ def test_a_paused_job_takes_a_new_schedule_and_resumes_on_it(world: FakeWorld) -
 
 
 def test_a_failed_run_of_a_paused_job_cannot_be_retried_until_the_resume(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     """The worker sets a paused job's runs aside until the resume, whose misfire policy may
     drop them, so a retry accepted while paused would not run when asked, perhaps never."""
@@ -348,7 +325,7 @@ def test_a_failed_run_of_a_paused_job_cannot_be_retried_until_the_resume(
 )
 def test_a_one_off_paused_while_its_run_calls_the_target_completes_when_the_run_ends(
     world: FakeWorld,
-    worker: Worker,
+    worker: Deliveries,
     monkeypatch: pytest.MonkeyPatch,
     answer: Delivery,
     retry: dict[str, int],
@@ -372,7 +349,7 @@ def test_a_one_off_paused_while_its_run_calls_the_target_completes_when_the_run_
 
 
 def test_a_window_paused_while_its_last_run_calls_the_target_completes_when_the_run_ends(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = create(world, {"cron": "* * * * *", "end_at": iso(at(2))})  # 09:01 and 09:02 claimed
     world.clock.set(at(1))
@@ -396,7 +373,7 @@ def test_a_window_paused_while_its_last_run_calls_the_target_completes_when_the_
     ids=["endless", "last firing claimed"],
 )
 def test_a_job_paused_while_a_run_calls_the_target_stays_paused_with_firings_left(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch, schedule: dict[str, str]
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch, schedule: dict[str, str]
 ) -> None:
     job = create(world, schedule)  # 09:01 and 09:02 claimed at create
     pause_during_the_call(world, job, monkeypatch)
@@ -415,7 +392,7 @@ def test_a_job_paused_while_a_run_calls_the_target_stays_paused_with_firings_lef
 
 
 def test_a_trigger_runs_the_job_now_through_the_queue_and_leaves_its_schedule(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job = create(world, {"cron": "0 * * * *"}, priority="HIGH")
     world.clock.advance(5)
@@ -457,7 +434,7 @@ def test_a_manual_run_never_takes_the_id_of_a_firing(world: FakeWorld) -> None:
 
 
 def test_a_paused_job_can_be_triggered_and_its_manual_run_goes_on_while_it_stays_paused(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job = create(world, {"cron": "0 * * * *"})
     world.jobs.pause(ALICE, job.job_id)
@@ -468,7 +445,7 @@ def test_a_paused_job_can_be_triggered_and_its_manual_run_goes_on_while_it_stays
     assert stored(world, job).status is JobStatus.PAUSED
 
 
-def test_a_manual_run_of_a_one_off_does_not_complete_it(world: FakeWorld, worker: Worker) -> None:
+def test_a_manual_run_of_a_one_off_does_not_complete_it(world: FakeWorld, worker: Deliveries) -> None:
     fire_at = START + timedelta(seconds=30)
     job = create(world, {"at": iso(fire_at)})  # claimed: nothing left to fire
     world.jobs.trigger(ALICE, job.job_id)
@@ -484,7 +461,7 @@ def test_a_manual_run_of_a_one_off_does_not_complete_it(world: FakeWorld, worker
 # --- PATCH ------------------------------------------------------------------------------------
 
 
-def test_a_run_already_on_the_queue_calls_the_job_as_patched(world: FakeWorld, worker: Worker) -> None:
+def test_a_run_already_on_the_queue_calls_the_job_as_patched(world: FakeWorld, worker: Deliveries) -> None:
     fire_at = START + timedelta(seconds=30)
     job = create(world, {"at": iso(fire_at)})  # its run is on the queue already
     changed = patch(
@@ -505,7 +482,7 @@ def test_a_run_already_on_the_queue_calls_the_job_as_patched(world: FakeWorld, w
 
 
 def test_a_new_schedule_moves_the_job_in_the_due_index_and_cancels_claims_it_does_not_fire_at(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     # 09:01 and 09:02 claimed; 09:02 is delivered late, with 09:04 (overlap ALLOW: both run).
     job = create(world, {"cron": "* * * * *"}, concurrency={"overlap": "ALLOW"})
@@ -526,7 +503,7 @@ def test_a_new_schedule_moves_the_job_in_the_due_index_and_cancels_claims_it_doe
 
 
 def test_a_new_schedule_leaves_a_run_that_is_calling_its_target_alone(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = create(world, {"cron": "* * * * *"})  # 09:01 and 09:02 claimed
     during_the_call(world, monkeypatch, lambda: patch(world, job, schedule={"cron": "0 * * * *"}))
@@ -543,7 +520,9 @@ def test_a_new_schedule_leaves_a_run_that_is_calling_its_target_alone(
     assert stored(world, job).next_fire_at == T0 + timedelta(hours=1)
 
 
-def test_a_new_schedule_due_within_the_lookahead_is_claimed_at_once(world: FakeWorld, worker: Worker) -> None:
+def test_a_new_schedule_due_within_the_lookahead_is_claimed_at_once(
+    world: FakeWorld, worker: Deliveries
+) -> None:
     job = create(world, {"cron": "0 * * * *"})
     fire_at = START + timedelta(seconds=40)
 
@@ -572,7 +551,7 @@ def claim_before_the_first_write(world: FakeWorld, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_patch_racing_a_claim_is_applied_again_and_neither_loses_nor_doubles_the_claim(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = create(world, {"cron": "*/5 * * * *"})  # next 09:05
     world.clock.set(at(3, 30))
@@ -601,7 +580,7 @@ def test_a_patch_with_if_match_that_loses_to_a_claim_is_refused_not_applied_agai
     assert (after.payload, after.version, after.next_fire_at) == ({"n": 1}, job.version + 1, at(10))
 
 
-def test_a_cancelled_or_completed_job_cannot_be_patched(world: FakeWorld, worker: Worker) -> None:
+def test_a_cancelled_or_completed_job_cannot_be_patched(world: FakeWorld, worker: Deliveries) -> None:
     for job in ended_jobs(world, worker):
         with pytest.raises(Conflict) as refused:
             patch(world, job, name="again")
@@ -636,7 +615,7 @@ def test_another_tenant_cannot_change_a_job(world: FakeWorld, action: str) -> No
 
 
 def test_a_cancel_cancels_the_waiting_runs_at_once_and_their_messages_are_dropped(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job = create(world, {"cron": "* * * * *"})  # 09:01 and 09:02 claimed
 

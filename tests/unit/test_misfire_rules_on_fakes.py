@@ -30,14 +30,13 @@ from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.messages import RunMessage, run_message
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.ports import Delivery
 from scheduler_core.services.dispatch import PollReport
 from tests.support.builders import T0
-from tests.support.fakes import FakeWorld, fake_world
+from tests.support.fakes import Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso
 
 SHARDS = 4  # fake_world's default
@@ -62,47 +61,15 @@ def marks(first: datetime, last: datetime) -> list[datetime]:
     return [first + timedelta(minutes=5 * i) for i in range(int((last - first) / timedelta(minutes=5)) + 1)]
 
 
-# --- the worker's event source on the recording queue -----------------------------------------
-
-
-class Worker:
-    """Hands every message the services sent to the worker once, as soon as its run's time has
-    come (as SQS's delay would); a message not due yet waits. Reentrant: a target may have the
-    worker take more messages while its call is under way (another worker, side by side)."""
-
-    def __init__(self, world: FakeWorld) -> None:
-        self._world = world
-        self._read = 0
-        self._waiting: list[RunMessage] = []
-        self.outcomes: list[Outcome] = []
-
-    def deliver(self) -> int:
-        """Run the worker on each message due now, until none is left; how many it was handed."""
-        handed = 0
-        while (message := self._next_due()) is not None:
-            handed += 1
-            self.outcomes.append(self._world.executor.execute(message))
-        return handed
-
-    def _next_due(self) -> RunMessage | None:
-        sent = self._world.queue.sent
-        self._waiting += [run_message(run) for run in sent[self._read :]]
-        self._read = len(sent)
-        now_ms = to_ms(self._world.clock.now())
-        for i, message in enumerate(self._waiting):
-            if message.due_ms <= now_ms:
-                return self._waiting.pop(i)
-        return None
-
-
 @pytest.fixture
 def world() -> FakeWorld:
     return fake_world(CREATED, shards=SHARDS)
 
 
 @pytest.fixture
-def worker(world: FakeWorld) -> Worker:
-    return Worker(world)
+def worker(world: FakeWorld) -> Deliveries:
+    """Each message sent handed to the worker once, as soon as its run's time has come."""
+    return Deliveries(world)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -174,7 +141,7 @@ def outage(world: FakeWorld, **fields: Any) -> str:
     return job.job_id
 
 
-def paused_across_the_half_hour(world: FakeWorld, worker: Worker, **fields: Any) -> str:
+def paused_across_the_half_hour(world: FakeWorld, worker: Deliveries, **fields: Any) -> str:
     """A */5 job paused at 09:04, with 09:05 claimed before the pause (its run is set aside by
     the worker at 09:05), resumed at 09:31:20: 09:05 ... 09:30 were missed."""
     job_id = create(world, every_five(**fields)).job_id
@@ -183,7 +150,7 @@ def paused_across_the_half_hour(world: FakeWorld, worker: Worker, **fields: Any)
     world.clock.set(t(9, 4))
     world.jobs.pause(TENANT, job_id)
     world.clock.set(t(9, 5))
-    assert worker.deliver() == 1
+    assert len(worker.deliver()) == 1
     assert worker.outcomes == [Outcome.SET_ASIDE]
     world.clock.set(t(9, 31, 20))
     poll(world)
@@ -224,7 +191,7 @@ def started_one_after_another(runs: list[Run]) -> bool:
 # --- a poller outage ----------------------------------------------------------------------------
 
 
-def test_fire_once_runs_one_late_run_for_an_outage(world: FakeWorld, worker: Worker) -> None:
+def test_fire_once_runs_one_late_run_for_an_outage(world: FakeWorld, worker: Deliveries) -> None:
     job_id = outage(world)
     assert claimed(poll(world)) == [t(10, 0), t(10, 5)]  # 10:05 is within the lookahead
     worker.deliver()
@@ -236,10 +203,10 @@ def test_fire_once_runs_one_late_run_for_an_outage(world: FakeWorld, worker: Wor
     assert job_now(world, job_id).next_fire_at == t(10, 10)
 
 
-def test_skip_runs_nothing_for_an_outage_and_carries_on_on_time(world: FakeWorld, worker: Worker) -> None:
+def test_skip_runs_nothing_for_an_outage_and_carries_on_on_time(world: FakeWorld, worker: Deliveries) -> None:
     job_id = outage(world, misfire="SKIP")
     assert claimed(poll(world)) == [t(10, 5)]
-    assert worker.deliver() == 0  # 10:05 is not due yet; nothing else was sent
+    assert worker.deliver() == []  # 10:05 is not due yet; nothing else was sent
     assert world.targets.calls == []
     world.clock.set(t(10, 5))
     worker.deliver()
@@ -261,7 +228,7 @@ def test_skip_moves_a_job_with_nothing_due_soon_past_its_missed_firings(world: F
     assert claimed(poll(world)) == [t(13, 0)]  # found in its new bucket
 
 
-def test_skip_still_runs_a_firing_claimed_only_seconds_late(world: FakeWorld, worker: Worker) -> None:
+def test_skip_still_runs_a_firing_claimed_only_seconds_late(world: FakeWorld, worker: Deliveries) -> None:
     """A poll that comes late (here: 30 s after 09:05) is not an outage worth skipping."""
     poll(world)
     create(world, every_five(misfire="SKIP"))
@@ -281,7 +248,9 @@ def test_a_one_off_skipped_through_an_outage_completes_without_a_run(world: Fake
     assert world.queue.sent == []
 
 
-def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(world: FakeWorld, worker: Worker) -> None:
+def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(
+    world: FakeWorld, worker: Deliveries
+) -> None:
     job_id = outage(world, misfire="CATCH_UP", catch_up_window_seconds=1800)
     # The last 30 minutes (from 09:33:20) held six firings; each is claimed, oldest first, as
     # its own run, and sent at once. Older ones get no run; 10:05 is claimed ahead.
@@ -289,7 +258,7 @@ def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(world: FakeWo
     assert claimed(poll(world)) == [*missed, t(10, 5)]
     assert [run.scheduled_for for run in world.queue.sent] == [*missed, t(10, 5)]
     assert [run.run_id for run in world.queue.sent[:6]] == [keys.run_id(job_id, ms(when)) for when in missed]
-    assert worker.deliver() == 6
+    assert len(worker.deliver()) == 6
     assert called(world) == missed
     assert [run.run_id for _, run in world.targets.calls] == [
         keys.run_id(job_id, ms(when)) for when in missed
@@ -309,16 +278,18 @@ def test_catch_up_runs_each_firing_of_its_window_once_oldest_first(world: FakeWo
 # --- pause and resume ---------------------------------------------------------------------------
 
 
-def test_a_resume_under_fire_once_runs_one_run_at_the_resume(world: FakeWorld, worker: Worker) -> None:
+def test_a_resume_under_fire_once_runs_one_run_at_the_resume(world: FakeWorld, worker: Deliveries) -> None:
     job_id = paused_across_the_half_hour(world, worker)
-    assert worker.deliver() == 1
+    assert len(worker.deliver()) == 1
     assert called(world) == [t(9, 31, 20)]
     assert run_at(world, job_id, t(9, 5)).status is RunStatus.CANCELLED  # stood for by the one run
 
 
-def test_a_resume_under_skip_runs_nothing_and_carries_on_on_time(world: FakeWorld, worker: Worker) -> None:
+def test_a_resume_under_skip_runs_nothing_and_carries_on_on_time(
+    world: FakeWorld, worker: Deliveries
+) -> None:
     job_id = paused_across_the_half_hour(world, worker, misfire="SKIP")
-    assert worker.deliver() == 0
+    assert worker.deliver() == []
     world.clock.set(t(9, 33, 30))
     assert claimed(poll(world)) == [t(9, 35)]
     world.clock.set(t(9, 35))
@@ -329,11 +300,11 @@ def test_a_resume_under_skip_runs_nothing_and_carries_on_on_time(world: FakeWorl
 
 
 def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job_id = paused_across_the_half_hour(world, worker, misfire="CATCH_UP", catch_up_window_seconds=1800)
     missed = marks(t(9, 5), t(9, 30))
-    assert worker.deliver() == 6
+    assert len(worker.deliver()) == 6
     assert sorted(called(world)) == missed
     assert sorted(run.run_id for _, run in world.targets.calls) == [
         keys.run_id(job_id, ms(when)) for when in missed
@@ -341,7 +312,7 @@ def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
     # 09:05, set aside by the worker while paused, was sent again and ran.
     runs = runs_of(world, job_id)
     assert [runs[when].status for when in missed] == [RunStatus.SUCCEEDED] * 6
-    assert worker.deliver() == 0
+    assert worker.deliver() == []
     world.clock.set(t(9, 35))
     poll(world)
     worker.deliver()
@@ -350,10 +321,10 @@ def test_a_resume_under_catch_up_runs_each_firing_of_its_window_with_its_own_id(
 
 
 def test_a_resume_under_catch_up_leaves_what_is_older_than_its_window(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job_id = paused_across_the_half_hour(world, worker, misfire="CATCH_UP", catch_up_window_seconds=600)
-    assert worker.deliver() == 2
+    assert len(worker.deliver()) == 2
     assert sorted(called(world)) == [t(9, 25), t(9, 30)]
     statuses = {when: run.status for when, run in runs_of(world, job_id).items()}
     assert statuses == {
@@ -364,7 +335,7 @@ def test_a_resume_under_catch_up_leaves_what_is_older_than_its_window(
 
 
 def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     """A retry is a run waiting for its time like a first attempt: its time comes while the
     job is paused, the watchdog sets it aside (sends nothing), the resume's CATCH_UP sends it
@@ -374,7 +345,7 @@ def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
     assert claimed(poll(world)) == [t(9, 5)]
     world.clock.set(t(9, 5))
     world.targets.answers = [FAILS, OK]  # the first attempt fails: the run waits for its retry
-    assert worker.deliver() == 1  # attempt 1 only: the retry is not due yet
+    assert len(worker.deliver()) == 1  # attempt 1 only: the retry is not due yet
     run = run_at(world, job_id, t(9, 5))
     assert (run.status, run.attempt) == (RunStatus.RETRYING, 2)
     world.jobs.pause(TENANT, job_id)
@@ -401,7 +372,7 @@ def test_a_retry_due_while_paused_is_set_aside_and_caught_up_at_the_resume(
 
 @pytest.mark.parametrize("overlap", ["SKIP", "BUFFER_ONE"])
 def test_caught_up_firings_wait_their_turn_and_run_one_at_a_time_oldest_first(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch, overlap: str
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch, overlap: str
 ) -> None:
     """With one running slot, the six caught-up firings are not SKIPPED as they come due
     together: they queue, and each run's end sends the next one."""
@@ -425,7 +396,7 @@ def test_caught_up_firings_wait_their_turn_and_run_one_at_a_time_oldest_first(
 
 
 def test_a_caught_up_run_that_ended_before_its_turn_does_not_hold_up_the_queue(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     job_id = outage(world, misfire="CATCH_UP", catch_up_window_seconds=1800, **one_at_a_time("SKIP"))
     missed = marks(t(9, 35), t(10, 0))
@@ -440,7 +411,7 @@ def test_a_caught_up_run_that_ended_before_its_turn_does_not_hold_up_the_queue(
 
 
 def test_a_catch_up_resume_queues_the_missed_firings_for_the_slot(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job_id = paused_across_the_half_hour(
         world, worker, misfire="CATCH_UP", catch_up_window_seconds=1800, **one_at_a_time("SKIP")
@@ -465,7 +436,7 @@ def caught_up_every_five(**fields: Any) -> dict[str, Any]:
 
 
 def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_queue(
-    world: FakeWorld, worker: Worker
+    world: FakeWorld, worker: Deliveries
 ) -> None:
     """A BUFFER_ONE run that started after a change to ALLOW leaves `buffered_run_ms` behind;
     under SKIP it holds nothing back, and the caught-up firings of an outage all run."""
@@ -509,7 +480,7 @@ def test_a_run_buffered_under_an_earlier_policy_does_not_hold_up_the_catch_up_qu
 
 
 def test_a_caught_up_runs_retry_waits_for_the_slot_instead_of_being_skipped(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first caught-up run fails once; its slot goes to the next of the queue, and its
     retry, no longer in the queue, takes the queue's front again: it runs, it is not SKIPPED."""
@@ -550,7 +521,7 @@ def test_a_caught_up_runs_retry_waits_for_the_slot_instead_of_being_skipped(
     ],
 )
 def test_two_slots_given_back_together_start_two_caught_up_runs(
-    world: FakeWorld, worker: Worker, monkeypatch: pytest.MonkeyPatch, b_ends: str
+    world: FakeWorld, worker: Deliveries, monkeypatch: pytest.MonkeyPatch, b_ends: str
 ) -> None:
     """max_running 2: A and B hold both slots, C, D, E, F queue. A ends and wakes C. B ends
     while C's worker is starting C: whether B's wake-up finds C still first (C is sent again,

@@ -18,7 +18,7 @@ worker process that dies) in `tests/integration/test_overlap.py`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ import pytest
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
 from scheduler_core.domain.clock import ManualClock, to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.messages import RunMessage, run_message
+from scheduler_core.domain.messages import run_message
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.policies import ConcurrencyPolicy
@@ -35,7 +35,7 @@ from scheduler_core.domain.vocabulary import JobStatus, Overlap, RunStatus, Trig
 from scheduler_core.ports import Delivery
 from scheduler_core.services.execution import RunExecutor
 from tests.support.builders import T0
-from tests.support.fakes import ScriptedTargets, fake_world
+from tests.support.fakes import CallsHeldOpen, Deliveries, fake_world
 
 SHARDS = 4
 LEASE = timedelta(seconds=180)
@@ -58,29 +58,6 @@ def the_worker_dies() -> None:
     raise WorkerDied
 
 
-@dataclass
-class CallsHeldOpen(ScriptedTargets):
-    """`ScriptedTargets` whose call of a chosen run stays in flight while the test acts:
-    `meanwhile[the run's time]` runs inside that call, before it answers, the run RUNNING
-    throughout. Counts the calls in flight at once."""
-
-    meanwhile: dict[datetime, Callable[[], None]] = field(default_factory=dict)
-    in_flight: int = 0
-    max_in_flight: int = 0
-
-    def deliver(self, job: Job, run: Run) -> Delivery:
-        answer = super().deliver(job, run)
-        steps = self.meanwhile.pop(run.scheduled_for, None)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if steps is not None:
-                steps()
-        finally:
-            self.in_flight -= 1
-        return answer
-
-
 class WorkersClock:
     """The world's clock as the worker reads it; `meanwhile`, if set, runs (once) when the
     worker next waits for a run's time: what happens elsewhere during that wait."""
@@ -101,17 +78,18 @@ class WorkersClock:
 
 class Scheduler:
     """The API's job service, the poller and the worker on fakes (`fake_world`), driven step
-    by step. The queue hands the worker each message sent once, when its attempt is due."""
+    by step. The queue hands the worker each message sent once, when its attempt is due
+    (`Deliveries`)."""
 
     def __init__(self) -> None:
-        world = fake_world(START, shards=SHARDS, lease=LEASE)
         self.targets = CallsHeldOpen()
+        world = fake_world(START, shards=SHARDS, lease=LEASE, targets=self.targets)
         self.worker_clock = WorkersClock(world.clock)
         worker = RunExecutor(world.store, self.targets, self.worker_clock, LEASE, world.lifecycle)
-        self.world = replace(world, targets=self.targets, executor=worker)
+        self.world = replace(world, executor=worker)
         self.store = world.store
         self.clock = world.clock
-        self._handed: set[int] = set()
+        self.deliveries = Deliveries(self.world)
 
     # --- the API, the poller, the clock ----------------------------------------------------
 
@@ -139,10 +117,7 @@ class Scheduler:
         attempt is due by now (`early`: or within that much; the worker waits out the rest),
         to the worker, one at a time, until none is left (those sent meanwhile included).
         The outcomes, in order."""
-        outcomes: list[Outcome] = []
-        while (message := self._next_due(early)) is not None:
-            outcomes.append(self.world.executor.execute(message))
-        return outcomes
+        return self.deliveries.deliver(early)
 
     def deliver_holding(self, when: datetime, meanwhile: Callable[[], None]) -> list[Outcome]:
         """`deliver`, the target call of the run at `when` held open while `meanwhile` runs."""
@@ -159,19 +134,10 @@ class Scheduler:
         assert self.worker_clock.meanwhile is None, "the worker never waited"
         return outcomes
 
-    def _next_due(self, early: timedelta) -> RunMessage | None:
-        horizon = to_ms(self.clock.now() + early)
-        for index, run in enumerate(self.world.queue.sent):
-            message = run_message(run)
-            if index not in self._handed and message.due_ms <= horizon:
-                self._handed.add(index)
-                return message
-        return None
-
     def started_by_another_worker(self, job: Job, when: datetime) -> Run:
         """The run at `when` started by another worker (its message taken off the queue), as
         a worker's start writes it: a slot taken. `finished_by_the_other_worker` ends it."""
-        self._handed |= {i for i, run in enumerate(self.world.queue.sent) if run.scheduled_for == when}
+        self.deliveries.take(lambda run: run.scheduled_for == when)
         read, waiting = self.store.get_job_and_run(job.job_id, to_ms(when))
         assert read is not None
         assert waiting is not None

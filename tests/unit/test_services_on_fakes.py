@@ -20,7 +20,7 @@ from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import Delivery
 from tests.support.builders import T0, a_job
-from tests.support.fakes import FakeWorld, fake_world
+from tests.support.fakes import Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso
 
 AT = T0 + timedelta(minutes=1)
@@ -82,13 +82,14 @@ def test_a_failing_target_is_retried_then_the_run_fails_to_the_dlq() -> None:
     world.targets.answers = [Delivery(ok=False, status_code=503, error="busy", retryable=True)]
     poll_all(world)
     [first] = world.queue.sent
+    deliveries = Deliveries(world)
     world.clock.sleep_until(AT)
-    assert world.executor.execute(run_message(first)) is Outcome.RETRYING
+    assert deliveries.deliver() == [Outcome.RETRYING]  # the retry is not due yet
     [_, second] = world.queue.sent  # the retry, sent again with its delay
     assert second.attempt == 2
     assert second.next_attempt_at is not None
     world.clock.sleep_until(second.next_attempt_at)
-    assert world.executor.execute(run_message(second)) is Outcome.FAILED
+    assert deliveries.deliver() == [Outcome.FAILED]
     failed = world.store.get_run(job.job_id, first.scheduled_for_ms)
     assert failed is not None
     assert (failed.status, failed.attempt, failed.error) == (RunStatus.FAILED, 2, "busy")
@@ -102,9 +103,8 @@ def test_a_run_of_a_cancelled_job_is_cancelled_not_called() -> None:
     world.store.put_job_if_absent(job)
     poll_all(world)
     world.store.cancel_job_if_active(job.job_id, T0)
-    [run] = world.queue.sent
     world.clock.sleep_until(AT)
-    assert world.executor.execute(run_message(run)) is Outcome.CANCELLED
+    assert Deliveries(world).deliver() == [Outcome.CANCELLED]
     assert world.targets.calls == []
 
 
