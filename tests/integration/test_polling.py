@@ -1,16 +1,25 @@
-"""The poller: claims each firing exactly once, on time, whatever races it."""
+"""The poller on moto: only what the fakes cannot show. The due index items as the jobs
+table holds them (bucket and shard); the poller's handler and its EventBridge input; two
+pollers claiming one big bucket side by side, each on its threads, against DynamoDB's
+conditions; and the DynamoDB adapter's reads (a run whose timer is not up is not read; a
+big bucket is read and claimed a page of the index at a time).
+
+The poller's rules (each firing claimed exactly once and run on time over hours of polls; a
+stale read loses every race; a second poll of the same minute claims nothing new; a firing
+missed while no poller ran fires when one returns; a big bucket sent a batch at a time; a
+poll out of time sends what it claimed and leaves the rest; a run's timer) are specified on
+the in-memory fakes in `tests/unit/test_polling_rules_on_fakes.py`."""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
-from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
+from scheduler_core.services.dispatch import Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 
@@ -21,81 +30,6 @@ def cron_job(receiver: WebhookReceiver, cron: str, **extra: object) -> dict[str,
         "schedule": {"cron": cron},
         "target": {"type": "HTTP", "url": receiver.url},
     } | extra
-
-
-def test_every_five_minutes_fires_at_every_mark_exactly_once_over_two_hours(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    start = clock.now()  # 10:00:30
-    job = cloud.create(cron_job(receiver, "*/5 * * * *"))
-    minute = start.replace(second=0, microsecond=0)
-    for _ in range(120):
-        # EventBridge fires the poller somewhere inside each minute; the worker takes
-        # each message as soon as its delay ends.
-        clock.move_to(minute + timedelta(seconds=37))
-        cloud.poll()
-        minute += timedelta(minutes=1)
-        clock.move_to(minute)
-        cloud.deliver()
-
-    expected = [start.replace(minute=5, second=0) + timedelta(minutes=5 * k) for k in range(24)]
-    assert minute == datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-    scheduled = [request.headers["x-scheduler-scheduled-for"] for request in receiver.requests]
-    assert sorted(scheduled) == [
-        e.isoformat(timespec="milliseconds").replace("+00:00", "Z") for e in expected
-    ]
-    assert len(set(scheduled)) == len(scheduled) == 24
-
-    runs = cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs?limit=100").body["items"]
-    assert len(runs) == 24
-    assert {run["status"] for run in runs} == {"SUCCEEDED"}
-    assert all(run["lateness_ms"] == 0 for run in runs)
-    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["next_fire_at"] == "2026-11-21T12:05:00.000Z"
-
-
-def test_a_poller_claiming_from_a_stale_read_loses_every_race_to_the_one_that_claimed_first(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    fire_at = clock.now() + timedelta(minutes=30)
-    at = fire_at.isoformat().replace("+00:00", "Z")
-    created = [
-        cloud.create(
-            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
-        )
-        for i in range(40)
-    ]
-    clock.move_to(fire_at - timedelta(seconds=60))
-    store, now = cloud.poll_store, clock.now()
-    until = to_ms(now + timedelta(seconds=cloud.settings.lookahead_seconds))
-    # Poller A reads the due index; poller B then polls every shard; A claims what it read.
-    seen_by_a = [
-        job
-        for shard in range(cloud.settings.shard_count)
-        for page in store.due_pages(shard, keys.bucket_of(to_ms(fire_at)), until)
-        for job in page.jobs
-    ]
-    assert len(seen_by_a) == 40
-    claimed_by_b = sum(len(report.claimed) for report in cloud.poll())
-    claimed_by_a = sum(len(cloud.dispatcher.claim_firings(job, now).runs) for job in seen_by_a)
-
-    assert claimed_by_b == 40
-    assert claimed_by_a == 0
-    clock.move_to(fire_at)
-    assert cloud.deliver() == 40
-    assert sorted(run for run in receiver.by_run()) == sorted(
-        f"{job['job_id']}:{to_ms(fire_at)}" for job in created
-    )
-
-
-def test_a_second_poll_of_the_same_minute_claims_nothing_new(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    cloud.create(cron_job(receiver, "*/10 * * * *"))
-    clock.move_to(clock.now() + timedelta(minutes=9))
-    first = sum(len(r.claimed) for r in cloud.poll())
-    second = sum(len(r.claimed) for r in cloud.poll())
-    assert (first, second) == (1, 0)
-    assert cloud.visible_messages(Priority.NORMAL) == 0  # delayed until its second
 
 
 def test_jobs_are_stored_in_the_due_index_bucket_of_their_shard(
@@ -126,23 +60,6 @@ def test_the_poller_handler_takes_the_eventbridge_input_and_moves_the_watermark(
     expected_watermark = keys.bucket_of(to_ms(clock.now() - grace))
     assert {summary["watermark_ms"] for summary in summaries} == {expected_watermark}
     assert cloud.poll_store.get_watermark(0) == expected_watermark
-
-
-def test_a_job_missed_while_the_poller_was_down_fires_when_it_returns(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    at = clock.now() + timedelta(minutes=10)
-    cloud.poll()  # sets the watermarks at 10:00
-    cloud.create(
-        {"name": "late", "schedule": {"at": at.isoformat()}, "target": {"type": "HTTP", "url": receiver.url}}
-    )
-    clock.move_to(at + timedelta(minutes=20))  # no poll for half an hour
-    assert sum(len(r.claimed) for r in cloud.poll()) == 1
-    cloud.deliver()
-    [request] = receiver.requests
-    assert request.headers["x-scheduler-scheduled-for"] == at.isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
 
 
 def test_two_pollers_claiming_one_big_bucket_side_by_side_claim_each_firing_once(
@@ -220,54 +137,6 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
         events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)
 
 
-def test_a_big_bucket_sends_its_runs_a_batch_at_a_time_while_the_rest_is_claimed(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """A poll does not hold a bucket's claimed runs until its last claim (a midnight burst
-    would send nothing for minutes): each batch of 10 runs of one priority is sent as soon as
-    it is claimed, the rest once the bucket is done."""
-    fire_at = clock.now() + timedelta(minutes=30)
-    at = fire_at.isoformat().replace("+00:00", "Z")
-    by_shard: dict[int, int] = {}
-    for i in range(80):
-        job = cloud.create(
-            {"name": f"j{i}", "schedule": {"at": at}, "target": {"type": "HTTP", "url": receiver.url}}
-        )
-        shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
-        by_shard[shard] = by_shard.get(shard, 0) + 1
-    shard = max(by_shard, key=lambda s: by_shard[s])
-    sqs = cloud.clients.sqs()
-
-    def on_queue() -> int:
-        attributes = sqs.get_queue_attributes(
-            QueueUrl=cloud.queue_url(Priority.NORMAL),
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"]) + int(
-            attributes["ApproximateNumberOfMessagesDelayed"]
-        )
-
-    seen: list[int] = []
-
-    class Watching:
-        """A `Runner`: one claim after the other, noting what the queue holds before each."""
-
-        def map(self, work: Any, items: Any) -> list[Any]:
-            results = []
-            for item in items:
-                seen.append(on_queue())
-                results.append(work(item))
-            return results
-
-    clock.move_to(fire_at - timedelta(seconds=60))
-    report = build_dispatcher(cloud.settings, cloud.clients, clock, runner=Watching()).poll_shard(shard)
-
-    assert len(report.claimed) == by_shard[shard] >= 20
-    assert seen == [claims // 10 * 10 for claims in range(by_shard[shard])]
-    assert on_queue() == by_shard[shard]  # the last, partial batch once the bucket is claimed
-    assert report.unsent == []
-
-
 def _crowded_shard(cloud: SchedulerHarness, receiver: WebhookReceiver, at: str, jobs: int) -> tuple[int, int]:
     """Create `jobs` one-offs at `at`; the shard that got the most, and how many."""
     by_shard: dict[int, int] = {}
@@ -315,44 +184,3 @@ def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
     sizes = [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
     # Page n is claimed after the n-th read, before the next one: read, claim, read, claim.
     assert claims == [(size, n) for n, size in enumerate(sizes, start=1)]
-
-
-def test_a_poll_out_of_time_sends_what_it_claimed_and_leaves_the_rest_to_the_next(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """A poll stops taking new claims STOP_BEFORE_TIMEOUT before its function's timeout: what
-    it claimed is sent, the rest stays in the bucket (the watermark waits) for the next poll,
-    instead of the function being killed mid-claim with its claimed runs unsent."""
-    fire_at = clock.now() + timedelta(minutes=30)
-    shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 40)
-
-    class OneSecondEach:
-        """A `Runner`: in order, each claim taking one second of the clock."""
-
-        def map(self, work: Any, items: Any) -> list[Any]:
-            results = []
-            for item in items:
-                results.append(work(item))
-                clock.advance(1)
-            return results
-
-    clock.move_to(fire_at - timedelta(seconds=90))
-    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, runner=OneSecondEach())
-    first = dispatcher.poll_shard(shard, time_left=STOP_BEFORE_TIMEOUT + timedelta(seconds=3))
-
-    assert len(first.claimed) == 3
-    assert first.left == crowd - 3
-    assert cloud.visible_messages(Priority.NORMAL) + _delayed(cloud) == 3
-    assert first.watermark_ms is not None
-    assert first.watermark_ms <= keys.bucket_of(to_ms(fire_at))
-    second = dispatcher.poll_shard(shard)
-    assert (len(second.claimed), second.left) == (crowd - 3, 0)
-    clock.move_to(fire_at)
-    assert cloud.deliver() == crowd
-
-
-def _delayed(cloud: SchedulerHarness) -> int:
-    attributes = cloud.clients.sqs().get_queue_attributes(
-        QueueUrl=cloud.queue_url(Priority.NORMAL), AttributeNames=["ApproximateNumberOfMessagesDelayed"]
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessagesDelayed"])

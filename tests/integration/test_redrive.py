@@ -1,5 +1,13 @@
-"""`make redrive`: the DLQ moved back through the run state machine, batch by batch, and
-the CLI that finds a deployed stack's DLQ and settings in its outputs."""
+"""`make redrive` on moto: only what the fakes cannot show. A poison message moved to the
+DLQ by the queues' real redrive policy (maxReceiveCount) and sent back to its run's
+priority queue; the messages a pass keeps made visible again on SQS when it ends; and the
+CLI that finds a deployed stack's DLQ and settings in its outputs (in process and over
+HTTP), which re-drives a failed run end to end.
+
+The service's rules (what a pass does with each record and run message: re-driven, stale,
+gone, cancelled, paused, requeued, deferred, unreadable; batch by batch, a limit, a run that
+fails again during the pass) are specified on the in-memory fakes in
+`tests/unit/test_redrive_rules_on_fakes.py`."""
 
 from __future__ import annotations
 
@@ -18,11 +26,9 @@ from moto.server import ThreadedMotoServer
 from infra import redrive as cli
 from infra.config import output_key
 from scheduler_core.adapters.aws import AwsClients
-from scheduler_core.adapters.queues import SqsDeadLetterQueue
-from scheduler_core.composition import build_lifecycle, build_queue, build_redriver, build_store
+from scheduler_core.composition import build_redriver
 from scheduler_core.domain.clock import SystemClock
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.ports import DeadLetterMessage
 from scheduler_core.services.redrive import DeadLetterRedriver, RedriveOutcome
 from scheduler_core.settings import Settings
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
@@ -92,91 +98,7 @@ def counts(report: Any) -> dict[RedriveOutcome, int]:
     return {outcome: count for outcome, count in report.outcomes.items() if count}
 
 
-# --- the service, on the in-process cloud with a frozen clock ---------------------------
-
-
-def test_a_failed_run_is_redriven_from_its_record_and_succeeds_at_its_next_attempt(
-    cloud: SchedulerHarness, receiver: WebhookReceiver
-) -> None:
-    created = fail_one_run(cloud, receiver)
-    assert dlq_depth(cloud) == (1, 0)
-
-    report = redriver(cloud).redrive()  # the receiver answers 200 from now on
-
-    assert counts(report) == {RedriveOutcome.REDRIVEN: 1}
-    assert (report.received, report.deleted, report.kept) == (1, 1, 0)
-    assert only_run(cloud, created["job_id"])["status"] == "RETRYING"
-    assert dlq_depth(cloud) == (0, 0)
-    cloud.deliver()
-    run = only_run(cloud, created["job_id"])
-    assert (run["status"], run["attempt"], run["trigger"]) == ("SUCCEEDED", 2, "RETRY")
-    assert [r.headers["x-scheduler-attempt"] for r in receiver.requests] == ["1", "2"]
-
-
-def test_a_record_of_a_run_already_retried_through_the_api_is_dropped(
-    cloud: SchedulerHarness, receiver: WebhookReceiver
-) -> None:
-    created = fail_one_run(cloud, receiver)
-    run_id = only_run(cloud, created["job_id"])["run_id"]
-    assert cloud.call("POST", f"/v1/jobs/{created['job_id']}/runs/{run_id}/retry").status == 202
-
-    report = redriver(cloud).redrive()
-
-    assert counts(report) == {RedriveOutcome.STALE: 1}
-    assert (report.deleted, dlq_depth(cloud)) == (1, (0, 0))
-    cloud.deliver()
-    # One new attempt (the API's), not two.
-    assert [r.headers["x-scheduler-attempt"] for r in receiver.requests] == ["1", "2"]
-    assert only_run(cloud, created["job_id"])["status"] == "SUCCEEDED"
-
-
-def test_a_record_whose_job_is_cancelled_is_dropped_and_its_run_stays_failed(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    receiver.respond_with(500)
-    created = cloud.create(
-        {
-            "name": "every-minute",
-            "schedule": {"cron": "* * * * *"},
-            "target": {"type": "HTTP", "url": receiver.url},
-            "retry": {"max_attempts": 1},
-        }
-    )
-    clock.advance(30)  # 10:01: the first firing
-    cloud.deliver(), cloud.call("DELETE", f"/v1/jobs/{created['job_id']}")
-    runs = cloud.call("GET", f"/v1/jobs/{created['job_id']}/runs").body["items"]
-    failed = [run for run in runs if run["status"] == "FAILED"]
-    assert len(failed) == 1
-
-    report = redriver(cloud).redrive()
-
-    assert counts(report) == {RedriveOutcome.CANCELLED: 1}
-    assert dlq_depth(cloud) == (0, 0)
-    assert (
-        cloud.call("GET", f"/v1/jobs/{created['job_id']}/runs/{failed[0]['run_id']}").body["status"]
-        == "FAILED"
-    )
-
-
-def test_a_record_whose_job_is_paused_waits_on_the_dlq(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    created = fail_one_run(cloud, receiver)
-    # No API route pauses a job yet; the item says so as a pause would.
-    cloud.clients.dynamodb().update_item(
-        TableName=cloud.settings.jobs_table_name,
-        Key={"pk": {"S": f"JOB#{created['job_id']}"}, "sk": {"S": "JOB"}},
-        UpdateExpression="SET #status = :paused",
-        ExpressionAttributeNames={"#status": "status"},
-        ExpressionAttributeValues={":paused": {"S": "PAUSED"}},
-    )
-
-    report = redriver(cloud).redrive()
-
-    assert counts(report) == {RedriveOutcome.PAUSED: 1}
-    assert only_run(cloud, created["job_id"])["status"] == "FAILED"
-    clock.advance(1)
-    assert dlq_depth(cloud) == (1, 0)
+# --- what only real SQS shows: its redrive policy, a kept message's visibility ----------
 
 
 def test_a_poison_message_goes_back_to_its_runs_priority_queue(
@@ -204,24 +126,6 @@ def test_a_poison_message_goes_back_to_its_runs_priority_queue(
     assert (run["status"], run["attempt"]) == ("SUCCEEDED", 1)
 
 
-def test_a_poison_message_of_a_run_that_moved_on_is_dropped(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    cloud.create(job(receiver, clock.now().isoformat()))
-    sqs, normal = cloud.clients.sqs(), cloud.queue_url(Priority.NORMAL)
-    [message] = sqs.receive_message(QueueUrl=normal, MaxNumberOfMessages=10)["Messages"]
-    sqs.send_message(QueueUrl=normal, MessageBody=message["Body"])  # a duplicate
-    cloud.deliver()  # the run succeeds; the duplicate of it is taken for poison
-    sqs.send_message(QueueUrl=cloud.settings.dlq_url, MessageBody=message["Body"])
-
-    report = redriver(cloud).redrive()
-
-    assert counts(report) == {RedriveOutcome.STALE: 1}
-    assert dlq_depth(cloud) == (0, 0)
-    assert cloud.visible_messages(Priority.NORMAL) == 0
-    assert len(receiver.requests) == 1
-
-
 def test_unreadable_messages_stay_on_the_dlq_visible_again(
     cloud: SchedulerHarness, clock: FrozenClock
 ) -> None:
@@ -241,75 +145,6 @@ def test_unreadable_messages_stay_on_the_dlq_visible_again(
     assert sorted(json.dumps(b) if isinstance(b, dict) else b for b in dlq_bodies(cloud)) == sorted(
         unreadable
     )
-
-
-def test_records_of_gone_runs_are_dropped(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
-    created = fail_one_run(cloud, receiver)
-    [record] = dlq_bodies(cloud)
-    assert isinstance(record, dict)
-    assert record["kind"] == "RUN_FAILED"
-    gone = record | {"job_id": "nope", "message": record["message"] | {"job_id": "nope"}}
-    cloud.clients.sqs().send_message(QueueUrl=cloud.settings.dlq_url, MessageBody=json.dumps(gone))
-
-    assert counts(redriver(cloud).redrive()) == {RedriveOutcome.GONE: 1}
-    assert only_run(cloud, created["job_id"])["status"] == "FAILED"
-
-
-def test_many_records_are_moved_batch_by_batch_and_a_limit_stops_a_pass(
-    cloud: SchedulerHarness, receiver: WebhookReceiver
-) -> None:
-    receiver.respond_with(*[500] * 23)
-    jobs = [cloud.create(job(receiver, cloud.clock.now().isoformat())) for _ in range(23)]
-    cloud.deliver()
-    assert dlq_depth(cloud) == (23, 0)
-
-    first = redriver(cloud).redrive(limit=15)
-    assert counts(first) == {RedriveOutcome.REDRIVEN: 15}
-    assert dlq_depth(cloud) == (8, 0)
-    rest = redriver(cloud).redrive()
-    assert (counts(rest), rest.received, rest.deleted) == ({RedriveOutcome.REDRIVEN: 8}, 8, 8)
-    assert dlq_depth(cloud) == (0, 0)
-
-    cloud.deliver()
-    assert {only_run(cloud, created["job_id"])["status"] for created in jobs} == {"SUCCEEDED"}
-
-
-class WorkerRunsDuringThePass(SqsDeadLetterQueue):
-    """The DLQ as a pass sees it while the workers go on: before each receive, the queues
-    are delivered (a re-driven run may fail again before the pass ends)."""
-
-    def __init__(self, cloud: SchedulerHarness) -> None:
-        super().__init__(cloud.clients, cloud.settings.dlq_url, wait_seconds=0)
-        self._cloud = cloud
-
-    def receive(self, max_messages: int) -> list[DeadLetterMessage]:
-        self._cloud.deliver()
-        return super().receive(max_messages)
-
-
-def test_a_run_that_fails_again_during_the_pass_is_left_for_the_next_one(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    created = fail_one_run(cloud, receiver)
-    receiver.respond_with(500)  # its re-driven attempt fails too
-    settings, clients = cloud.settings, cloud.clients
-    store = build_store(settings, clients)
-    service = DeadLetterRedriver(
-        store,
-        build_queue(settings, clients, cloud.clock),
-        build_lifecycle(settings, clients, cloud.clock, store),
-        WorkerRunsDuringThePass(cloud),
-    )
-
-    report = service.redrive()
-
-    assert counts(report) == {RedriveOutcome.REDRIVEN: 1, RedriveOutcome.FAILED_AGAIN: 1}
-    assert (report.deleted, report.kept) == (1, 1)
-    run = only_run(cloud, created["job_id"])
-    assert (run["status"], run["attempt"]) == ("FAILED", 2)
-    clock.advance(1)
-    assert dlq_depth(cloud) == (1, 0)  # the new failure's record, for the next pass
-    assert len(receiver.requests) == 2
 
 
 # --- the CLI: the stack's outputs, against moto in process and over HTTP ---------------
