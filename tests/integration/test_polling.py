@@ -185,12 +185,13 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
 ) -> None:
     """A claimed run's re-send timer lies within the poll's reach long before it is up: the
     poll counts it from the index keys without reading the run, and does not move its
-    watermark past that bucket; once the timer is up the poll reads it (and re-sends it)."""
+    watermark past that bucket; once the timer is up the poll reads it (and re-sends it).
+    (A daily job's run has an item of its own; a one-off's is kept on its job's: below.)"""
     fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
     job = cloud.create(
         {
-            "name": "once",
-            "schedule": {"at": fire_at.isoformat()},
+            "name": "daily",
+            "schedule": {"cron": f"{fire_at.minute} {fire_at.hour} * * *"},
             "target": {"type": "HTTP", "url": receiver.url},
         }
     )
@@ -218,6 +219,40 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
         assert read == [f"RUN#{to_ms(fire_at)}"]
     finally:
         events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)
+
+
+def test_a_one_offs_run_kept_on_its_job_holds_the_firings_bucket_until_it_ends(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A one-off's run is kept on its job's item, whose index entry stays at the firing (the
+    claim writes one item and no index entry): each poll until the run ends reads that item,
+    leaves the run alone while its timer is not up; once the timer is up the watchdog acts
+    (a re-send), and the run's end takes the entry out, so the watermark moves past it."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
+    job = cloud.create(
+        {
+            "name": "once",
+            "schedule": {"at": fire_at.isoformat()},
+            "target": {"type": "HTTP", "url": receiver.url},
+        }
+    )
+    clock.move_to(fire_at - timedelta(seconds=90))
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+    firing_bucket = keys.bucket_of(to_ms(fire_at))
+
+    clock.move_to(fire_at - timedelta(seconds=30))
+    report = cloud.dispatcher.poll_shard(shard)
+    assert (report.claimed, report.watched) == ([], {})  # read, not claimed again, not watched
+    clock.move_to(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds + 1))
+    assert cloud.dispatcher.poll_shard(shard).watched == {"resent": 1}  # never delivered
+    assert cloud.deliver() == 2  # the message and its re-send: one runs, one is a duplicate
+    assert [run["status"] for run in cloud.runs(job["job_id"])] == ["SUCCEEDED"]
+    assert len(receiver.requests) == 1
+    clock.advance(120)
+    report = cloud.dispatcher.poll_shard(shard)
+    assert report.watermark_ms is not None
+    assert report.watermark_ms > firing_bucket  # the run ended: its entry left, the bucket drained
 
 
 def test_a_big_bucket_sends_its_runs_a_batch_at_a_time_while_the_rest_is_claimed(
