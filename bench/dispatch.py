@@ -1,7 +1,8 @@
 """Dispatch overhead: how long the poller takes to claim and enqueue K due jobs of one shard,
 against a floor measured on the same moto, with the same table and queue — a plain boto3
-loop making only the calls the work needs: one query page of the due index, one claim
-transaction per job (the same Update + Put as `claim_if_unchanged`), one batch send per 10.
+loop making only the calls the work needs: one query page of the due index, one claim per
+one-off job (the same UpdateItem as `claim_if_unchanged`: the run added to its job's item,
+the job's index entry left at the firing), one batch send per 10.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class FloorDispatcher:
         self._table = stack.settings.jobs_table_name
         self._queue_url = stack.settings.queue_url(Priority.NORMAL)
         self._shard_count = stack.settings.shard_count
-        self._retention_s = stack.settings.run_retention_days * 86_400
+        self._resend_ms = stack.settings.resend_after_seconds * 1000
 
     def warm(self) -> None:
         self._ddb.describe_table(TableName=self._table)
@@ -143,47 +144,33 @@ class FloorDispatcher:
         return items
 
     def _claim(self, item: dict[str, Any], job_id: str, run_id: str, fire_ms: int, now_ms: int) -> None:
-        run_item = {
-            "pk": item["pk"],
-            "sk": {"S": keys.run_sk(fire_ms)},
-            "run_id": {"S": run_id},
-            "job_id": {"S": job_id},
-            "status": {"S": "PENDING"},
-            "trigger": {"S": "SCHEDULE"},
-            "priority": item["priority"],
-            "scheduled_for_ms": {"N": str(fire_ms)},
-            "attempt": {"N": "1"},
-            "created_at_ms": {"N": str(now_ms)},
-            "expires_at": {"N": str(fire_ms // 1000 + self._retention_s)},
+        del job_id, run_id  # derived from the item's keys by whoever reads the run
+        kept = {
+            "r_status": {"S": "PENDING"},
+            "r_priority": item["priority"],
+            "r_scheduled_for_ms": {"N": str(fire_ms)},
+            "r_attempt": {"N": "1"},
+            "r_due_ms": {"N": str(fire_ms + self._resend_ms)},
         }
-        self._ddb.transact_write_items(
-            TransactItems=[
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": {"pk": item["pk"], "sk": item["sk"]},
-                        "UpdateExpression": "SET version = version + :one, updated_at_ms = :now"
-                        " REMOVE due_pk, due_sk, next_fire_at_ms",
-                        "ConditionExpression": "version = :seen AND due_sk = :seen_fire"
-                        " AND #status = :scheduled",
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": {
-                            ":one": {"N": "1"},
-                            ":now": {"N": str(now_ms)},
-                            ":seen": item["version"],
-                            ":seen_fire": item["due_sk"],
-                            ":scheduled": {"S": "SCHEDULED"},
-                        },
-                    }
-                },
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": run_item,
-                        "ConditionExpression": "attribute_not_exists(sk)",
-                    }
-                },
-            ]
+        names = {f"#k{n}": name for n, name in enumerate(kept)}
+        values = {f":k{n}": value for n, value in enumerate(kept.values())}
+        self._ddb.update_item(
+            TableName=self._table,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="SET version = version + :one, updated_at_ms = :now, "
+            + ", ".join(f"#k{n} = :k{n}" for n in range(len(kept)))
+            + " REMOVE next_fire_at_ms",
+            ConditionExpression="version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
+            " AND attribute_not_exists(r_status)",
+            ExpressionAttributeNames=names | {"#status": "status"},
+            ExpressionAttributeValues=values
+            | {
+                ":one": {"N": "1"},
+                ":now": {"N": str(now_ms)},
+                ":seen": item["version"],
+                ":seen_fire": item["due_sk"],
+                ":scheduled": {"S": "SCHEDULED"},
+            },
         )
 
 

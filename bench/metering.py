@@ -57,6 +57,7 @@ class Call:
     read_units: float = 0.0
     billed_requests: int = 1  # SQS: one per started 64 KiB of payload
     write_units_by_table: Mapping[str, float] = field(default_factory=dict)  # table + its indexes
+    partition_key: str = ""  # a one-item DynamoDB call's: `SHARD#n` (a watermark), `JOB#...`
 
     @property
     def service(self) -> str:
@@ -366,6 +367,7 @@ class CallLog:
                 read_units=units_read,
                 billed_requests=billed,
                 write_units_by_table=by_table,
+                partition_key=str(params.get("Key", {}).get("pk", {}).get("S", "")),
             )
         )
 

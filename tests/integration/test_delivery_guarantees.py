@@ -17,7 +17,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -526,18 +526,25 @@ def test_ten_minutes_without_a_poller_lose_nothing_and_collapse_missed_recurring
 
 @contextmanager
 def refusing(
-    client: Any, operation: str, status: int, reply: dict[str, Any], times: int | None = None
+    client: Any,
+    operation: str,
+    status: int,
+    reply: dict[str, Any],
+    times: int | None = None,
+    only: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Iterator[list[int]]:
-    """The AWS service answers calls of `operation` with `status` and `reply` instead of
-    serving them (botocore raises or parses the answer as it would the real one): the next
-    `times` calls, or every call until the block ends. Yields how many were refused so far.
-    (A real throttle would also be retried by botocore first; this is one that outlasted
-    botocore's retries.)"""
+    """The AWS service answers calls of `operation` (those whose parameters `only` picks, if
+    given) with `status` and `reply` instead of serving them (botocore raises or parses the
+    answer as it would the real one): the next `times` calls, or every call until the block
+    ends. Yields how many were refused so far. (A real throttle would also be retried by
+    botocore first; this is one that outlasted botocore's retries.)"""
     refused = [0]
     event = f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
 
-    def refuse(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+    def refuse(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
         if times is not None and refused[0] >= times:
+            return None
+        if only is not None and not only(json.loads(params["body"] or b"{}")):
             return None
         refused[0] += 1
         return AWSResponse("https://aws.invalid/", status, HTTPHeaders(), None), reply | {
@@ -551,13 +558,28 @@ def refusing(
         client.meta.events.unregister(event, refuse)
 
 
+def is_claim(params: dict[str, Any]) -> bool:
+    """A one-off's claim: the single update of its job's item (`claim_if_unchanged`)."""
+    return "due_sk = :seen_fire" in params.get("ConditionExpression", "")
+
+
+ONE_OFF = "one-off"  # claimed by one UpdateItem of its job's item (its run kept on it)
+DAILY = "daily"  # claimed by a transaction: its job's update and its run's own item
 THROTTLED_CLAIMS = [
     pytest.param(
+        ONE_OFF,
         400,
         {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
         id="throughput-exceeded",
     ),
     pytest.param(
+        ONE_OFF,
+        400,
+        {"Error": {"Code": "TransactionConflictException", "Message": "a transaction on the item"}},
+        id="conflict-with-a-transaction",
+    ),
+    pytest.param(
+        DAILY,
         400,
         {
             "Error": {"Code": "TransactionCanceledException", "Message": "cancelled [ThrottlingError, None]"},
@@ -565,26 +587,38 @@ THROTTLED_CLAIMS = [
         },
         id="transaction-throttled",
     ),
-    pytest.param(500, {"Error": {"Code": "InternalServerError", "Message": "oops"}}, id="server-error"),
+    pytest.param(
+        ONE_OFF, 500, {"Error": {"Code": "InternalServerError", "Message": "oops"}}, id="server-error"
+    ),
 ]
 
 
-@pytest.mark.parametrize(("status", "reply"), THROTTLED_CLAIMS)
+@pytest.mark.parametrize(("kind", "status", "reply"), THROTTLED_CLAIMS)
 def test_a_claim_dynamodb_throttles_is_made_by_a_later_poll(
     cloud: SchedulerHarness,
     clock: FrozenClock,
     receiver: WebhookReceiver,
+    kind: str,
     status: int,
     reply: dict[str, Any],
 ) -> None:
-    """DynamoDB refuses the claim's transaction, at create (the firing is within the
-    lookahead) and through the next poll, each of which tries it three times: the job keeps
-    its firing in the due index, and the first poll after the throttle claims it, once."""
+    """DynamoDB refuses the claim, at create (the firing is within the lookahead) and through
+    the next poll, each of which tries it three times: the job keeps its firing in the due
+    index, and the first poll after the throttle claims it, once."""
     cloud.poll()
     fire_at = clock.now() + timedelta(seconds=90)
     tries = len(CONTENTION_PAUSES_MS) + 1
-    with refusing(cloud.clients.dynamodb(), "TransactWriteItems", status, reply) as refused:
-        job = cloud.create(hook(receiver, at(fire_at)))
+    if kind == ONE_OFF:
+        body, refused_calls = (
+            hook(receiver, at(fire_at)),
+            refusing(cloud.clients.dynamodb(), "UpdateItem", status, reply, only=is_claim),
+        )
+    else:
+        daily = {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}
+        body = hook(receiver, daily)
+        refused_calls = refusing(cloud.clients.dynamodb(), "TransactWriteItems", status, reply)
+    with refused_calls as refused:
+        job = cloud.create(body)
         assert job["next_fire_at"] == iso(fire_at)  # not claimed: left to the poller
         assert refused == [tries]
         clock.advance(20)

@@ -82,7 +82,7 @@ class ThrottledAfter(DynamoJobStore):
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> bool:
+    ) -> Run | None:
         if self.allowed <= 0:
             raise StoreContention("ProvisionedThroughputExceededException")
         self.allowed -= 1
@@ -120,7 +120,7 @@ class ThrottledOnce(DynamoJobStore):
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> bool:
+    ) -> Run | None:
         self.claims_tried += 1
         if self.claims_tried == 1:
             raise StoreContention("TransactionConflict")
@@ -303,7 +303,7 @@ def test_a_claim_that_fails_costs_its_bucket_neither_the_other_claims_nor_their_
     broken = ids[3]
     real = DynamoJobStore.claim_if_unchanged
 
-    def claim(store: DynamoJobStore, job: Job, *args: Any, **kwargs: Any) -> bool:
+    def claim(store: DynamoJobStore, job: Job, *args: Any, **kwargs: Any) -> Run | None:
         if job.job_id == broken:
             raise ClientError(
                 {"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems"

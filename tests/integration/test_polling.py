@@ -97,24 +97,24 @@ def test_two_pollers_claiming_one_big_bucket_side_by_side_claim_each_firing_once
     assert sorted(receiver.by_run()) == expected
 
 
-def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
+def test_a_poll_reads_no_run_whose_timer_is_not_up(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     """A claimed run's re-send timer lies within the poll's reach long before it is up: the
-    poll counts it from the index keys without reading the run, and does not move its
-    watermark past that bucket; once the timer is up the poll reads it (and re-sends it)."""
+    poll counts it from the index keys without reading the run (its bucket is not drained);
+    once the timer is up the poll reads it (and re-sends it).
+    (A daily job's run has an item of its own; a one-off's is kept on its job's: below.)"""
     fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
     job = cloud.create(
         {
-            "name": "once",
-            "schedule": {"at": fire_at.isoformat()},
+            "name": "daily",
+            "schedule": {"cron": f"{fire_at.minute} {fire_at.hour} * * *"},
             "target": {"type": "HTTP", "url": receiver.url},
         }
     )
     clock.move_to(fire_at - timedelta(seconds=90))
     assert sum(len(report.claimed) for report in cloud.poll()) == 1  # its timer: fire_at + 60 s
     shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
-    timer_bucket = keys.bucket_of(to_ms(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds)))
 
     read: list[str] = []
 
@@ -125,16 +125,48 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up_and_keeps_its_bucket(
     events.register("provide-client-params.dynamodb.BatchGetItem", count_reads)
     try:
         clock.move_to(fire_at - timedelta(seconds=30))
-        report = cloud.dispatcher.poll_shard(shard)
+        cloud.dispatcher.poll_shard(shard)
         assert read == []  # the run's timer is in reach (horizon) but not up: not read
-        assert report.watermark_ms is not None
-        assert report.watermark_ms <= timer_bucket  # the bucket still waits for that timer
         clock.move_to(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds + 1))
         report = cloud.dispatcher.poll_shard(shard)  # never delivered: the timer is up
         assert report.watched == {"resent": 1}
         assert read == [f"RUN#{to_ms(fire_at)}"]
     finally:
         events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)
+
+
+def test_a_one_offs_run_kept_on_its_job_holds_the_firings_bucket_until_it_ends(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A one-off's run is kept on its job's item, whose index entry stays at the firing (the
+    claim writes one item and no index entry): each poll until the run ends reads that item,
+    leaves the run alone while its timer is not up; once the timer is up the watchdog acts
+    (a re-send), and the run's end takes the entry out, so the watermark moves past it."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
+    job = cloud.create(
+        {
+            "name": "once",
+            "schedule": {"at": fire_at.isoformat()},
+            "target": {"type": "HTTP", "url": receiver.url},
+        }
+    )
+    clock.move_to(fire_at - timedelta(seconds=90))
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+    firing_bucket = keys.bucket_of(to_ms(fire_at))
+
+    clock.move_to(fire_at - timedelta(seconds=30))
+    report = cloud.dispatcher.poll_shard(shard)
+    assert (report.claimed, report.watched) == ([], {})  # read, not claimed again, not watched
+    clock.move_to(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds + 1))
+    assert cloud.dispatcher.poll_shard(shard).watched == {"resent": 1}  # never delivered
+    assert cloud.deliver() == 2  # the message and its re-send: one runs, one is a duplicate
+    assert [run["status"] for run in cloud.runs(job["job_id"])] == ["SUCCEEDED"]
+    assert len(receiver.requests) == 1
+    clock.advance(120)
+    report = cloud.dispatcher.poll_shard(shard)
+    assert report.watermark_ms is not None
+    assert report.watermark_ms > firing_bucket  # the run ended: its entry left, the bucket drained
 
 
 def _crowded_shard(cloud: SchedulerHarness, receiver: WebhookReceiver, at: str, jobs: int) -> tuple[int, int]:

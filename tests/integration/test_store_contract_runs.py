@@ -70,8 +70,8 @@ def test_the_last_run_s_end_completes_its_job_and_only_then(store: JobStore) -> 
     assert read.status is JobStatus.SCHEDULED  # a firing is left: the run ends, the job goes on
     one_off = a_job("once", schedule=ScheduleSpec(at=AT))
     store.put_job_if_absent(one_off)
-    run = a_run(one_off, AT)
-    assert store.claim_if_unchanged(one_off, run, None, T0)
+    run = store.claim_if_unchanged(one_off, a_run(one_off, AT), None, T0)
+    assert run is not None
     running = store.start_run_if_waiting(run, AT, AT + LEASE, "w1")
     assert running is not None
     assert store.finish_run_if_held(running, "w1", RunStatus.SUCCEEDED, AT, complete_job=True)
@@ -127,8 +127,8 @@ def test_the_watchdog_takes_over_an_expired_lease_only(store: JobStore) -> None:
 def test_the_watchdog_fails_an_expired_attempt_and_completes_the_job(store: JobStore) -> None:
     one_off = a_job("once", schedule=ScheduleSpec(at=AT))
     store.put_job_if_absent(one_off)
-    run = a_run(one_off, AT)
-    store.claim_if_unchanged(one_off, run, None, T0)
+    run = store.claim_if_unchanged(one_off, a_run(one_off, AT), None, T0)
+    assert run is not None
     running = store.start_run_if_waiting(run, AT, AT + LEASE, "w1")
     assert running is not None
     failed = store.take_over_expired_lease(running, AT + LEASE, RunStatus.FAILED, "lost", complete_job=True)

@@ -183,7 +183,7 @@ class _FakeRecords(FakeTable):
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> bool:
+    ) -> Run | None:
         with self._lock:
             stored = self._jobs.get(job.job_id)
             if (
@@ -193,7 +193,7 @@ class _FakeRecords(FakeTable):
                 or stored.status is not JobStatus.SCHEDULED
                 or self._key(run) in self._runs
             ):
-                return False
+                return None
             queue = (
                 [*stored.catch_up_queue_ms, run.scheduled_for_ms] if catch_up else stored.catch_up_queue_ms
             )
@@ -206,7 +206,7 @@ class _FakeRecords(FakeTable):
                 }
             )
             self._runs[self._key(run)] = run
-            return True
+            return run
 
     def get_watermark(self, shard: int) -> int | None:
         with self._lock:

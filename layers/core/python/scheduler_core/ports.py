@@ -45,6 +45,9 @@ class RunRef(Protocol):
     @property
     def attempt(self) -> int: ...
 
+    @property
+    def with_job(self) -> bool: ...
+
 
 class StoreContention(Exception):
     """A write failed for a reason worth retrying later (throttling, transaction conflict),
@@ -239,7 +242,7 @@ class DueIndex(Protocol):
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> bool: ...
+    ) -> Run | None: ...
 
 
 class Watermarks(Protocol):

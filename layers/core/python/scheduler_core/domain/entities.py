@@ -103,6 +103,9 @@ class Run(BaseModel):
     # run's next attempt finishes with this answer instead of calling again (see `execution`).
     delivered_at: datetime | None = None
     delivered_code: int | None = None
+    # Where the store keeps the run: with its job (a one-off's scheduled run, so that its
+    # claim, start and end each write one item) or on its own. A hint for the store only.
+    with_job: bool = False
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -124,6 +127,7 @@ class Run(BaseModel):
                 "caught_up",
                 "delivered_at",
                 "delivered_code",
+                "with_job",
             },
         )
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):

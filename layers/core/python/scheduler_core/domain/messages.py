@@ -31,6 +31,8 @@ class RunMessage(StrictModel):
     # A retry's own time (epoch ms), or a jittered first attempt's, later than the scheduled
     # time; absent for an attempt due at the scheduled time.
     not_before_ms: int | None = Field(None, ge=0)
+    # The run is kept with its job (`Run.with_job`): where the worker's writes go first.
+    with_job: bool = False
 
     @property
     def due_ms(self) -> int:
@@ -67,6 +69,7 @@ def run_message(run: Run) -> RunMessage:
         scheduled_for_ms=run.scheduled_for_ms,
         attempt=run.attempt,
         not_before_ms=to_ms(run.next_attempt_at) if run.next_attempt_at else None,
+        with_job=run.with_job,
     )
 
 

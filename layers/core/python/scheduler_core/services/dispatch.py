@@ -141,9 +141,9 @@ class Dispatcher:
                 claimed = self._claim_retrying_contention(job, run, following, now, catch_up)
             except StoreContention:
                 return ClaimResult(runs, job, contended=True)
-            if not claimed:
+            if claimed is None:
                 break
-            runs.append(run)
+            runs.append(claimed)
             queue = [*job.catch_up_queue_ms, run.scheduled_for_ms] if catch_up else job.catch_up_queue_ms
             job = job.model_copy(
                 update={"version": job.version + 1, "next_fire_at": following, "catch_up_queue_ms": queue}
@@ -196,7 +196,7 @@ class Dispatcher:
 
     def _claim_retrying_contention(
         self, job: Job, run: Run, following: datetime | None, now: datetime, catch_up: bool
-    ) -> bool:
+    ) -> Run | None:
         """A claim throttled or caught in a transaction conflict is tried again, briefly
         (botocore already retried throttling; a conflict it does not retry). A lost race
         (the condition failed) is never retried: someone else owns the firing."""

@@ -13,10 +13,26 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.vocabulary import JobStatus
+from scheduler_core.domain.vocabulary import JobStatus, Trigger
 
 # The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
 CATCH_UP_QUEUE = "catch_up_ms"
+# A one-off's scheduled run kept on its job's item (`Run.with_job`): its attributes carry this
+# prefix, so none meets the job's own. Its timer is `r_due_ms`; the item's index entry
+# (`due_pk`/`due_sk`) is where the poller looks, at or before that timer: the job's firing,
+# left in place by the claim, or the timer itself once a write moved it.
+WITH_JOB_PREFIX = "r_"
+WITH_JOB_TIMER = "r_due_ms"
+# What a run's own item holds that one kept with its job does not: the TTL (it is kept as long
+# as its job) and the time its item was made.
+NOT_KEPT_WITH_JOB = ("expires_at", "created_at_ms")
+# Every attribute a run kept with its job may have on the job's item.
+RUN_ATTRIBUTES = (
+    "status", "trigger", "priority", "scheduled_for_ms", "attempt", "first_attempt",
+    "next_attempt_at_ms", "caught_up", "created_at_ms", "expires_at", "started_at_ms",
+    "lease_until_ms", "lease_owner", "slot", "finished_at_ms", "error", "response_code",
+    "lateness_ms", "delivered_at_ms", "delivered_code",
+)  # fmt: skip
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -32,6 +48,22 @@ def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_value(value: Any) -> Any:
     return _deserializer.deserialize(value)
+
+
+def with_job_name(attribute: str) -> str:
+    """The name a run's attribute has on its job's item (`due_sk`, its timer: `r_due_ms`)."""
+    return WITH_JOB_TIMER if attribute == "due_sk" else WITH_JOB_PREFIX + attribute
+
+
+def with_job_attributes() -> list[str]:
+    """Every attribute of a run kept with its job, as named on the job's item."""
+    return [with_job_name(name) for name in (*RUN_ATTRIBUTES, "due_sk")]
+
+
+def holds_run_with_job(item: Mapping[str, Any] | None, scheduled_for_ms: int) -> bool:
+    """Whether a job's item keeps the run of `scheduled_for_ms` (`Run.with_job`)."""
+    field = item.get(with_job_name("scheduled_for_ms")) if item else None
+    return field is not None and int(field["N"]) == scheduled_for_ms
 
 
 def expression_values(**values: Any) -> dict[str, Any]:
@@ -73,6 +105,9 @@ class ItemCodec:
                         "misfire",
                         "catch_up_window_seconds",
                     },
+                    # Absent is None (each such field's default): every byte of the item is
+                    # paid for on each write of it, the runs' its item keeps included.
+                    exclude_none=True,
                 ),
                 separators=(",", ":"),
                 ensure_ascii=False,
@@ -138,6 +173,53 @@ class ItemCodec:
                 **(self.due_attributes(run.job_id, run.due_at) if run.due_at else {}),
             }
         )
+
+    def run_with_job_item(self, run: Run, now: datetime) -> dict[str, Any]:
+        """The attributes a claimed run adds to its job's item (`Run.with_job`): what its own
+        item would hold, but its keys and what goes without saying there (no TTL: it is kept
+        as long as its job; a scheduled first round of attempts)."""
+        item = self.run_item(run, now)
+        implied = {"pk", "sk", "run_id", "job_id", "due_pk", *NOT_KEPT_WITH_JOB}
+        if run.trigger is Trigger.SCHEDULE:
+            implied.add("trigger")
+        if run.first_attempt == 1:
+            implied.add("first_attempt")
+        return {with_job_name(name): value for name, value in item.items() if name not in implied}
+
+    def run_with_job_from_item(self, item: Mapping[str, Any]) -> Run | None:
+        """The run a job's item keeps (`Run.with_job`), or None."""
+        if with_job_name("status") not in item:
+            return None
+        run_item = {
+            name: item[with_job_name(name)]
+            for name in (*RUN_ATTRIBUTES, "due_sk")
+            if with_job_name(name) in item
+        }
+        job_id = item["job_id"]["S"]
+        scheduled_ms = int(run_item["scheduled_for_ms"]["N"])
+        run_item = to_item({"trigger": str(Trigger.SCHEDULE)}) | run_item
+        run_item |= to_item({"job_id": job_id, "run_id": keys.run_id(job_id, scheduled_ms)})
+        return self.run_from_item(run_item).model_copy(update={"with_job": True})
+
+    def run_item_from_job_item(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The item of its own for the run a job's item keeps (`Run.with_job`), as it is: the
+        same attributes, its timer as its own index entry."""
+        job_id = item["job_id"]["S"]
+        scheduled_ms = int(item[with_job_name("scheduled_for_ms")]["N"])
+        own = {name: item[with_job_name(name)] for name in RUN_ATTRIBUTES if with_job_name(name) in item}
+        own = to_item({"trigger": str(Trigger.SCHEDULE)}) | own
+        own |= to_item(
+            {
+                "pk": keys.job_pk(job_id),
+                "sk": keys.run_sk(scheduled_ms),
+                "run_id": keys.run_id(job_id, scheduled_ms),
+                "job_id": job_id,
+                "expires_at": self.expiry(from_ms(scheduled_ms)),
+            }
+        )
+        if WITH_JOB_TIMER in item:
+            own |= to_item(self.due_attributes(job_id, from_ms(int(item[WITH_JOB_TIMER]["N"]))))
+        return own
 
     def due_attributes(self, job_id: str, when: datetime) -> dict[str, Any]:
         """The due index keys that make the poller look at a job's item at `when`."""

@@ -4,21 +4,32 @@ holds, a page at a time, and the claim of a job's firing in one transaction."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from scheduler_core.adapters.dynamodb.codec import expression_values, to_item
+from scheduler_core.adapters.dynamodb.codec import (
+    WITH_JOB_TIMER,
+    expression_values,
+    to_item,
+    with_job_name,
+)
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT, UNCHANGED_SINCE_READ
-from scheduler_core.adapters.dynamodb.table import DUE_INDEX, is_contention
+from scheduler_core.adapters.dynamodb.table import DUE_INDEX, condition_failed, is_contention
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import Trigger
 from scheduler_core.observability import logger
 from scheduler_core.ports import DueItems, StoreContention
+
+# How far after its firing a run kept on its job's item may have its timer for the claim to
+# leave the job's index entry at the firing (see `_claim_with_job`): a re-send timer (60 s)
+# does; a first attempt jittered further away than SQS can delay does not.
+ENTRY_LEFT_AT_FIRING = timedelta(minutes=5)
 
 
 class DueIndexTable(TransactionalWrites):
@@ -50,18 +61,26 @@ class DueIndexTable(TransactionalWrites):
                 else:
                     entries.append(entry)
                 if len(entries) >= self._due_page_size or resume is None:
-                    yield self._due_page(bucket, until_ms, entries, later_runs)
+                    yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
                     entries, later_runs = [], 0
         except ClientError as error:
             if is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
         if entries or later_runs:  # a query whose last page came back empty
-            yield self._due_page(bucket, until_ms, entries, later_runs)
+            yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
 
     def _due_page(
-        self, bucket: str, until_ms: int, entries: list[dict[str, Any]], later_runs: int
+        self,
+        bucket: str,
+        until_ms: int,
+        entries: list[dict[str, Any]],
+        later_runs: int,
+        runs_until_ms: int | None,
     ) -> DueItems:
+        """The items of a page of index entries. A job's item with a firing is the job; one
+        without, that keeps a run (`Run.with_job`), is that run, counted in `later_runs` if
+        its timer is after `runs_until_ms` (its entry stays at the firing until it ends)."""
         items = [
             item
             for item in self._items_of(entries)
@@ -69,13 +88,22 @@ class DueIndexTable(TransactionalWrites):
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms
         ]
-        due = DueItems([], [], later_runs)
+        jobs: list[Job] = []
+        runs: list[Run] = []
         for item in items:
             try:
-                if item["sk"]["S"] == keys.JOB_SK:
-                    due.jobs.append(self._codec.job_from_item(item))
+                if item["sk"]["S"] == keys.JOB_SK and "next_fire_at_ms" in item:
+                    jobs.append(self._codec.job_from_item(item))
+                elif item["sk"]["S"] == keys.JOB_SK:
+                    kept = self._codec.run_with_job_from_item(item) if WITH_JOB_TIMER in item else None
+                    if kept is None:
+                        continue
+                    if runs_until_ms is not None and int(item[WITH_JOB_TIMER]["N"]) > runs_until_ms:
+                        later_runs += 1
+                    else:
+                        runs.append(kept)
                 elif item["sk"]["S"].startswith(keys.RUN_SK_PREFIX):
-                    due.runs.append(self._codec.run_from_item(item))
+                    runs.append(self._codec.run_from_item(item))
             except (ValidationError, KeyError, ValueError) as error:
                 # One unreadable item (stored under older, looser rules) must not stop the
                 # shard's poll: it is logged and left where it is for a person to look at.
@@ -83,16 +111,74 @@ class DueIndexTable(TransactionalWrites):
                     "due item unreadable; skipped",
                     extra={"pk": item["pk"]["S"], "sk": item["sk"]["S"], "error": str(error)},
                 )
-        return due
+        return DueItems(jobs, runs, later_runs)
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> Run | None:
+        """Claim the firing `run.scheduled_for` of `job`: move the job from the firing we read
+        (`job.next_fire_at`) to `next_fire_at` (or out of the due index) if nobody changed it
+        since we read it, and create the run if it does not exist yet. With `catch_up`, the run
+        joins the end of the job's catch-up queue (a missed firing caught up: it waits its turn
+        for a running slot). The job's last firing is kept on its item (`_claim_with_job`:
+        one write); any other in one transaction with its run's own item. The run as claimed;
+        None: another poller or an API call won."""
+        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
+        if next_fire_at is None and not catch_up and run.trigger is Trigger.SCHEDULE:
+            claimed = self._claim_with_job(job, run, now)
+            if claimed is None or isinstance(claimed, Run):
+                return claimed
+        return run if self._claim_on_its_own(job, run, next_fire_at, now, catch_up) else None
+
+    def _claim_with_job(self, job: Job, run: Run, now: datetime) -> Run | bool | None:
+        """The claim of a job's last firing, its run kept on the job's item (`Run.with_job`):
+        one UpdateItem. The job's index entry stays at the firing, where the poller looks at
+        the run until it ends (its own timer is `r_due_ms`). The run as claimed; None if the
+        job changed since it was read; False if the job's item keeps a run already (an earlier
+        firing's, before a change of schedule): this one goes on its own item."""
+        kept = run.model_copy(update={"with_job": True})
+        attributes = self._codec.run_with_job_item(kept, now)
+        names = {f"#k{n}": name for n, name in enumerate(attributes)}
+        values = expression_values(
+            one=1,
+            now=to_ms(now),
+            seen=job.version,
+            seen_fire=to_ms(job.next_fire_at or now),
+            scheduled="SCHEDULED",
+        ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
+        sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
+        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
+        if run.due_at is not None and run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING:
+            # A timer far from the firing (jitter): the entry moves to it, not to hold the
+            # firing's bucket (and the shard's watermark) that long.
+            entry = to_item(self._codec.due_attributes(job.job_id, run.due_at))
+            sets += ", due_pk = :entry_pk, due_sk = :entry_sk"
+            values |= {":entry_pk": entry["due_pk"], ":entry_sk": entry["due_sk"]}
+        update = f"SET version = version + :one, updated_at_ms = :now, {sets} REMOVE next_fire_at_ms"
+        keeps_none = f"attribute_not_exists({with_job_name('status')})"
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._codec.job_key(job.job_id),
+                UpdateExpression=update,
+                ConditionExpression=f"{UNCHANGED_SINCE_READ} AND {keeps_none}",
+                ExpressionAttributeNames=names | {"#status": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                item: dict[str, Any] = error.response.get("Item", {})  # type: ignore[assignment]
+                return False if with_job_name("status") in item else None
+            if is_contention(error):
+                raise StoreContention(str(error)) from error
+            raise
+        return kept
+
+    def _claim_on_its_own(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool
     ) -> bool:
-        """Claim the firing `run.scheduled_for` of `job` in one transaction: move the job from
-        the firing we read (`job.next_fire_at`) to `next_fire_at` (or out of the due index) if
-        nobody changed it since we read it, and create the run if it does not exist yet. With
-        `catch_up`, the run joins the end of the job's catch-up queue (a missed firing caught
-        up: it waits its turn for a running slot). False: another poller or an API call won."""
+        """The claim in one transaction: the job's update, and the put of its run's item."""
         assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
         update = "SET version = version + :one, updated_at_ms = :now"
         values = expression_values(

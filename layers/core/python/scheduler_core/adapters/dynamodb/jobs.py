@@ -9,7 +9,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from scheduler_core.adapters.dynamodb.codec import expression_values, to_item
+from scheduler_core.adapters.dynamodb.codec import (
+    WITH_JOB_TIMER,
+    expression_values,
+    to_item,
+    with_job_attributes,
+)
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT
 from scheduler_core.adapters.dynamodb.table import condition_failed
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
@@ -60,9 +65,55 @@ class JobRecordsTable(TransactionalWrites):
         that join the end of the job's catch-up queue. False if either condition failed. The
         item's other attributes are left as they are."""
         item = self._codec.job_item(after)
+        job_key = to_item({"pk": keys.job_pk(before.job_id), "sk": keys.JOB_SK})
+        seen = expression_values(seen=before.version, seen_status=str(before.status))
+        unchanged = "attribute_exists(pk) AND version = :seen AND #status = :seen_status"
+        run_put = (
+            [
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": self._codec.run_item(run, now),
+                        "ConditionExpression": RUN_ABSENT,
+                    }
+                }
+            ]
+            if run is not None
+            else []
+        )
+        # The index entry is the job's own only while its item keeps no run that has not ended
+        # (`Run.with_job`: the entry is that run's until it ends).
+        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=False)
+        job_update["ConditionExpression"] = f"{unchanged} AND attribute_not_exists({WITH_JOB_TIMER})"
+        job_update["ExpressionAttributeValues"] |= seen
+        if self._write_all([{"Update": job_update}, *run_put]):
+            return True
+        kept = self._ddb.get_item(TableName=self._table, Key=job_key, ConsistentRead=True).get("Item")
+        if kept is None or WITH_JOB_TIMER not in kept:
+            return False  # the job changed since it was read (or the run exists already)
+        if "due_pk" in item:
+            # The job has a firing of its own again (a new schedule): the run its item keeps
+            # moves, as it is, to an item of its own, in the same transaction.
+            return self._write_all([{"Update": job_update}, *run_put, *self._move_kept_run(job_update, kept)])
+        # No firing of its own: the job's write leaves the kept run's entry where it is.
+        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=True)
+        job_update["ConditionExpression"] = f"{unchanged} AND attribute_exists({WITH_JOB_TIMER})"
+        job_update["ExpressionAttributeValues"] |= seen
+        return self._write_all([{"Update": job_update}, *run_put])
+
+    def _job_replacement(
+        self, key: dict[str, Any], item: dict[str, Any], catch_up: Sequence[int], keep_entry: bool
+    ) -> dict[str, Any]:
+        """The update that writes a job's `item` over its stored one (its immutable attributes
+        aside): the optional ones it lacks are removed (the index entry too, unless
+        `keep_entry`); `catch_up` runs join the job's catch-up queue."""
         sets = {name: value for name, value in item.items() if name not in _IMMUTABLE_JOB_ATTRIBUTES}
-        removes = [name for name in _OPTIONAL_JOB_ATTRIBUTES if name not in item]
-        names = {f"#a{i}": name for i, name in enumerate(sets)}
+        removes = [
+            name
+            for name in _OPTIONAL_JOB_ATTRIBUTES
+            if name not in item and not (keep_entry and name in ("due_pk", "due_sk"))
+        ]
+        names = {f"#a{i}": name for i, name in enumerate(sets)} | {"#status": "status"}
         values = {f":a{i}": value for i, value in enumerate(sets.values())}
         update = "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets)))
         if catch_up:
@@ -71,41 +122,83 @@ class JobRecordsTable(TransactionalWrites):
         if removes:
             names |= {f"#r{i}": name for i, name in enumerate(removes)}
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
-        job_update: dict[str, Any] = {
+        return {
             "TableName": self._table,
-            "Key": to_item({"pk": keys.job_pk(before.job_id), "sk": keys.JOB_SK}),
+            "Key": key,
             "UpdateExpression": update,
-            "ConditionExpression": "attribute_exists(pk) AND version = :seen AND #status = :seen_status",
-            "ExpressionAttributeNames": names | {"#status": "status"},
-            "ExpressionAttributeValues": values
-            | expression_values(seen=before.version, seen_status=str(before.status)),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
-        if run is None:
-            return self._write_if(job_update)
-        run_put = {
-            "TableName": self._table,
-            "Item": self._codec.run_item(run, now),
-            "ConditionExpression": RUN_ABSENT,
-        }
+
+    def _write_all(self, items: list[dict[str, Any]]) -> bool:
+        """`items` in one transaction, or the one update alone; False if a condition failed."""
+        if len(items) == 1:
+            return self._write_if(items[0]["Update"])
         try:
-            self._ddb.transact_write_items(TransactItems=[{"Update": job_update}, {"Put": run_put}])  # type: ignore[typeddict-item]
+            self._ddb.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except ClientError as error:
-            if "ConditionalCheckFailed" in self._cancellation_reasons(error, expected=2):
+            if "ConditionalCheckFailed" in self._cancellation_reasons(error, expected=len(items)):
                 return False
             raise
         return True
 
-    def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
-        """SCHEDULED/PAUSED → CANCELLED and out of the due index. False if it was not active."""
-        return self._update_job_if(
-            job_id,
-            "SET #status = :cancelled, version = version + :one, updated_at_ms = :now"
-            " REMOVE due_pk, due_sk, next_fire_at_ms",
-            "#status IN (:scheduled, :paused)",
-            expression_values(
-                cancelled="CANCELLED", one=1, now=to_ms(now), scheduled="SCHEDULED", paused="PAUSED"
-            ),
+    def _move_kept_run(self, job_update: dict[str, Any], kept: dict[str, Any]) -> list[dict[str, Any]]:
+        """The writes that move the run a job's item keeps to an item of its own, on the
+        condition that it is still as read: the job's update (`job_update`, amended: the
+        kept run's attributes removed, its own condition replaced) and the put."""
+        present = [name for name in with_job_attributes() if name in kept]
+        absent = [name for name in with_job_attributes() if name not in kept]
+        names = {f"#e{n}": name for n, name in enumerate(present)} | {
+            f"#x{n}": name for n, name in enumerate(absent)
+        }
+        job_update["ExpressionAttributeNames"] |= names
+        job_update["ExpressionAttributeValues"] |= {f":e{n}": kept[name] for n, name in enumerate(present)}
+        as_read = [f"#e{n} = :e{n}" for n in range(len(present))]
+        as_read += [f"attribute_not_exists(#x{n})" for n in range(len(absent))]
+        job_update["ConditionExpression"] = (
+            job_update["ConditionExpression"].replace(f" AND attribute_not_exists({WITH_JOB_TIMER})", "")
+            + " AND "
+            + " AND ".join(as_read)
         )
+        removes = ", ".join(f"#e{n}" for n in range(len(present)))
+        update = job_update["UpdateExpression"]
+        job_update["UpdateExpression"] = (
+            update.replace(" REMOVE ", f" REMOVE {removes}, ")
+            if " REMOVE " in update
+            else f"{update} REMOVE {removes}"
+        )
+        own = self._codec.run_item_from_job_item(kept)
+        return [{"Put": {"TableName": self._table, "Item": own, "ConditionExpression": RUN_ABSENT}}]
+
+    def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
+        """SCHEDULED/PAUSED → CANCELLED and out of the due index: its entry leaves with it,
+        unless it is a run's its item keeps and that has not ended (`Run.with_job`), which
+        the run's end takes out. False if it was not active."""
+        values = expression_values(
+            cancelled="CANCELLED", one=1, now=to_ms(now), scheduled="SCHEDULED", paused="PAUSED"
+        )
+        cancel = (
+            "SET #status = :cancelled, version = version + :one, updated_at_ms = :now REMOVE next_fire_at_ms"
+        )
+        active = "#status IN (:scheduled, :paused)"
+        for _ in range(3):  # the kept run may end between the tries
+            if self._update_job_if(
+                job_id,
+                f"{cancel}, due_pk, due_sk",
+                f"{active} AND attribute_not_exists({WITH_JOB_TIMER})",
+                values,
+            ):
+                return True
+            if self._update_job_if(
+                job_id, cancel, f"{active} AND attribute_exists({WITH_JOB_TIMER})", values
+            ):
+                return True
+            job = self._ddb.get_item(
+                TableName=self._table, Key=self._codec.job_key(job_id), ConsistentRead=True
+            ).get("Item")
+            if job is None or job["status"]["S"] not in ("SCHEDULED", "PAUSED"):
+                return False
+        return False
 
     def _update_job_if(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
         try:

@@ -78,10 +78,18 @@ class ListingTable(TableAdapter):
             query["ExpressionAttributeNames"] = {"#status": "status"}
             query["ExpressionAttributeValues"] |= expression_values(status=str(status))
         items, resume_key = self._page(query, start, limit)
-        return Page(
-            [self._codec.run_from_item(item) for item in items],
-            encode_cursor(resume_key) if resume_key else None,
-        )
+        runs = [self._codec.run_from_item(item) for item in items]
+        kept = self.run_kept_with_job(job_id)  # a one-off's run, on its job's item
+        if kept is not None and (status is None or kept.status is status):
+            kept_sk = keys.run_sk(kept.scheduled_for_ms)
+            after_cursor = start is None or kept_sk < start["sk"]
+            in_page = resume_key is None or kept_sk > resume_key["sk"]
+            if after_cursor and in_page:
+                runs = sorted([*runs, kept], key=lambda run: run.scheduled_for, reverse=True)
+                if len(runs) > limit:
+                    runs = runs[:limit]
+                    resume_key = {"pk": keys.job_pk(job_id), "sk": keys.run_sk(runs[-1].scheduled_for_ms)}
+        return Page(runs, encode_cursor(resume_key) if resume_key else None)
 
     def recent_runs(
         self,
@@ -120,6 +128,9 @@ class ListingTable(TableAdapter):
             if "LastEvaluatedKey" not in page:
                 break
             exclusive = page["LastEvaluatedKey"]
+        kept = self.run_kept_with_job(job_id)  # a one-off's run, on its job's item
+        if kept is not None and (after is None or kept.scheduled_for > after):
+            runs = sorted([*runs, kept], key=lambda run: run.scheduled_for, reverse=True)[:limit]
         return [run for run in runs if statuses is None or run.status in statuses]
 
     def _page(

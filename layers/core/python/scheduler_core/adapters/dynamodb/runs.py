@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler_core.adapters.dynamodb.codec import to_item
+from scheduler_core.adapters.dynamodb.codec import holds_run_with_job, to_item
 from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,
@@ -26,21 +26,27 @@ from scheduler_core.ports import RunRef
 
 class RunsTable(TransactionalWrites):
     def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None:
+        """The run on its own item, or kept on its job's (`Run.with_job`; read only then)."""
         reply = self._ddb.get_item(
             TableName=self._table, Key=self._codec.run_key(job_id, scheduled_for_ms), ConsistentRead=True
         )
         item = reply.get("Item")
-        return self._codec.run_from_item(item) if item else None
+        if item:
+            return self._codec.run_from_item(item)
+        return self.run_kept_with_job(job_id, scheduled_for_ms)
 
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
-        """A job and one of its runs, read together (one consistent BatchGetItem)."""
+        """A job and one of its runs, on the run's own item or kept on the job's, read together
+        (one consistent BatchGetItem)."""
         job_key = to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK})
         run_key = self._codec.run_key(job_id, scheduled_for_ms)
         job, run = self._items_of([job_key, run_key])
-        return (
-            self._codec.job_from_item(job) if job else None,
-            self._codec.run_from_item(run) if run else None,
-        )
+        if run:
+            return self._codec.job_from_item(job) if job else None, self._codec.run_from_item(run)
+        if not job:
+            return None, None
+        kept = self._codec.run_with_job_from_item(job) if holds_run_with_job(job, scheduled_for_ms) else None
+        return self._codec.job_from_item(job), kept
 
     def put_run_if_absent(self, run: Run, now: datetime) -> bool:
         """Write a new run (a manual one, a resume's catch-up run); False if one already
@@ -74,6 +80,7 @@ class RunsTable(TransactionalWrites):
             },
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
+            with_job=run.with_job,
         )
 
     def extend_lease_if_held(self, run: RunRef, owner: str, lease_until: datetime) -> bool:
@@ -85,6 +92,7 @@ class RunsTable(TransactionalWrites):
                 {"lease_until_ms": to_ms(lease_until), **self._codec.due_attributes(run.job_id, lease_until)},
                 HELD_BY_OWNER,
                 {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
+                with_job=run.with_job,
             )
             is not None
         )
@@ -118,6 +126,7 @@ class RunsTable(TransactionalWrites):
             HELD_BY_OWNER + (f" AND {HOLDS_SLOT}" if holds_slot(run) else ""),
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
             remove=LEASE_AND_TIMER,
+            with_job=run.with_job,
         )
         return self._end_run(request, run.job_id, now, complete=complete_job, release=holds_slot(run))
 
@@ -132,7 +141,10 @@ class RunsTable(TransactionalWrites):
             [RunStatus.PENDING, RunStatus.RETRYING, RunStatus.RUNNING, RunStatus.FAILED]
         )
         sets = {"delivered_at_ms": to_ms(now), "delivered_code": response_code}
-        return self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values) is not None
+        return (
+            self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values, with_job=run.with_job)
+            is not None
+        )
 
     def retry_run_if_held(
         self,

@@ -57,6 +57,7 @@ class SlotsTable(TransactionalWrites):
             f"{condition} AND attempt = :attempt"
             + ("" if run.delivered_at is not None else " AND attribute_not_exists(delivered_at_ms)"),
             values | {"attempt": run.attempt},
+            with_job=run.with_job,
         )
         conditions = ["version = :version", "(attribute_not_exists(running_count) OR running_count < :max)"]
         slot_values: dict[str, Any] = {
@@ -96,6 +97,7 @@ class SlotsTable(TransactionalWrites):
             self._codec.due_attributes(run.job_id, due_at),
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
+            with_job=run.with_job,
         )
         conditions = [
             "running_count >= :max",
@@ -128,6 +130,7 @@ class SlotsTable(TransactionalWrites):
             f"{condition} AND attempt = :attempt",
             values | {"attempt": run.attempt},
             remove=LEASE_AND_TIMER,
+            with_job=run.with_job,
         )
         sets: list[str] = []
         removes: list[str] = []
@@ -168,7 +171,7 @@ class SlotsTable(TransactionalWrites):
         wakes it. Its timer moves to `due_at`. False for a duplicate or stale message;
         SlotsChanged when the job's slots are no longer as read."""
         me = run.scheduled_for_ms
-        request = self._run_update(*self._waiting_timer_update(run, due_at))
+        request = self._run_update(*self._waiting_timer_update(run, due_at), with_job=run.with_job)
         values: dict[str, Any] = {"queued": [me], "no_runs": []}
         if slots.running >= slots.max_running:
             conditions = ["running_count >= :max"]

@@ -4,6 +4,7 @@ conditional write and the consistent reads of items by key."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -12,9 +13,18 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.aws import THROTTLING_CODES, AwsClients, error_code
-from scheduler_core.adapters.dynamodb.codec import ItemCodec, expression_values, from_value, to_item
+from scheduler_core.adapters.dynamodb.codec import (
+    NOT_KEPT_WITH_JOB,
+    ItemCodec,
+    expression_values,
+    from_value,
+    holds_run_with_job,
+    to_item,
+    with_job_attributes,
+    with_job_name,
+)
 from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_of_values
-from scheduler_core.domain import run_state
+from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
 from scheduler_core.ports import RunRef, StoreContention
@@ -36,6 +46,12 @@ CONTENTION_CODES = THROTTLING_CODES | {
 _UNPROCESSED_PAUSES = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8)
 # BatchGetItem's ceiling on keys per request.
 _BATCH_GET = 100
+# The same update of a run on its own item, carried by its update on its job's item
+# (`Run.with_job`), and the other way round: where it goes if the run is not where expected.
+ON_ITS_OWN = "_on_its_own"
+WITH_ITS_JOB = "_with_its_job"
+# A bare attribute name in a run's condition (not a placeholder, value or function).
+_ATTRIBUTE = re.compile(r"(?<![\w:#.])([a-z][a-z0-9_]*)\b(?!\s*\()")
 
 
 def is_contention(error: ClientError) -> bool:
@@ -73,19 +89,49 @@ class TableAdapter:
 
     def _write_if(self, request: dict[str, Any], put: bool = False) -> bool:
         """One conditional UpdateItem (or PutItem): False when its condition failed (someone
-        else won); throttling and conflicts raise StoreContention."""
-        try:
-            if put:
+        else won); throttling and conflicts raise StoreContention. A run's update goes where
+        the run is (`_send_update`)."""
+        if put:
+            try:
                 self._ddb.put_item(**request)
-            else:
-                self._ddb.update_item(**request)
+            except ClientError as error:
+                if condition_failed(error):
+                    return False
+                if is_contention(error):
+                    raise StoreContention(str(error)) from error
+                raise
+            return True
+        return self._send_update(request) is not None
+
+    def _send_update(self, request: Mapping[str, Any], **options: Any) -> dict[str, Any] | None:
+        """One conditional UpdateItem: DynamoDB's reply, or None when its condition failed;
+        throttling and conflicts raise StoreContention. A run's update (`_run_update`) carries
+        the same update of the run where it is not expected (`ON_ITS_OWN`, `WITH_ITS_JOB`):
+        sent there if the run is not where it was expected (it left its job's item, or it is
+        kept on it though the caller did not say so)."""
+        request = dict(request)
+        elsewhere = request.pop(ON_ITS_OWN, None) or request.pop(WITH_ITS_JOB, None)
+        if elsewhere is not None:
+            options["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        try:
+            return dict(self._ddb.update_item(**request, **options))
         except ClientError as error:
             if condition_failed(error):
-                return False
+                if elsewhere is not None and self._run_is_elsewhere(error, request):
+                    return self._send_update(elsewhere, **options)
+                return None
             if is_contention(error):
                 raise StoreContention(str(error)) from error
             raise
-        return True
+
+    @staticmethod
+    def _run_is_elsewhere(error: ClientError, request: Mapping[str, Any]) -> bool:
+        """Whether a run's update failed because the run is not on the item it went to: the
+        job's item keeps no such run, or the run has no item of its own."""
+        item: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+        if request["Key"]["sk"]["S"] != keys.JOB_SK:
+            return not item
+        return not holds_run_with_job(item, int(request["ExpressionAttributeValues"][":kept_ms"]["N"]))
 
     def _run_update(
         self,
@@ -95,30 +141,75 @@ class TableAdapter:
         condition: str,
         condition_values: Mapping[str, Any],
         remove: Collection[str] = (),
+        *,
+        with_job: bool = False,
+        elsewhere: bool = True,
     ) -> dict[str, Any]:
         """The conditional update of a run: SET `sets` (attribute → value; None values are
-        skipped), REMOVE `remove`, if `condition` holds."""
-        names = {"#status": "status"}
+        skipped), REMOVE `remove`, if `condition` holds. `with_job`: the run is kept on its
+        job's item (`Run.with_job`): the same update of its attributes there, each under its
+        name on the job's item; a timer set moves the item's index entry with it, a timer
+        removed takes the entry out. The request then carries the update of the run's own
+        item (`ON_ITS_OWN`) for a run that has left its job's item since it was read."""
+        name = with_job_name if with_job else (lambda attribute: attribute)
+        if with_job:
+            sets = {
+                attribute: value for attribute, value in sets.items() if attribute not in NOT_KEPT_WITH_JOB
+            }
+        names = {"#status": name("status")}
         values: dict[str, Any] = expression_values(**condition_values)
         actions = []
         for position, (attribute, value) in enumerate(sets.items()):
             if value is None:
                 continue
-            names[f"#s{position}"] = attribute
+            names[f"#s{position}"] = attribute if attribute == "due_pk" else name(attribute)
             values |= expression_values(**{f"s{position}": value})
             actions.append(f"#s{position} = :s{position}")
+            if with_job and attribute == "due_sk":  # the index entry moves to the timer
+                names["#t"] = "due_sk"
+                actions.append(f"#t = :s{position}")
         update = f"SET {', '.join(actions)}"
         removable = [attribute for attribute in remove if attribute not in sets or sets[attribute] is None]
+        if with_job and "due_sk" in removable:
+            removable.append("due_pk")  # the index entry leaves with the timer
+        removable = list(dict.fromkeys(removable))
         if removable:
-            names |= {f"#r{position}": attribute for position, attribute in enumerate(removable)}
+            names |= {
+                f"#r{position}": attribute if attribute in ("due_pk",) else name(attribute)
+                for position, attribute in enumerate(removable)
+            }
             update += " REMOVE " + ", ".join(f"#r{position}" for position in range(len(removable)))
-        return {
+            if with_job and "due_sk" in removable:
+                names["#rt"] = "due_sk"
+                update += ", #rt"
+        request: dict[str, Any] = {
             "TableName": self._table,
-            "Key": self._codec.run_key(job_id, scheduled_for_ms),
             "UpdateExpression": update,
-            "ConditionExpression": f"{RUN_EXISTS} AND {condition}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
+        }
+        if elsewhere:
+            other = self._run_update(
+                job_id,
+                scheduled_for_ms,
+                sets,
+                condition,
+                condition_values,
+                remove,
+                with_job=not with_job,
+                elsewhere=False,
+            )
+            request[ON_ITS_OWN if with_job else WITH_ITS_JOB] = other
+        if not with_job:
+            return request | {
+                "Key": self._codec.run_key(job_id, scheduled_for_ms),
+                "ConditionExpression": f"{RUN_EXISTS} AND {condition}",
+            }
+        request["ExpressionAttributeValues"] |= expression_values(kept_ms=scheduled_for_ms)
+        return request | {
+            "Key": self._codec.job_key(job_id),
+            "ConditionExpression": f"{with_job_name('scheduled_for_ms')} = :kept_ms AND "
+            + _ATTRIBUTE.sub(lambda match: with_job_name(match[1]), condition),
         }
 
     def _update_run(
@@ -129,19 +220,39 @@ class TableAdapter:
         condition: str,
         condition_values: Mapping[str, Any],
         remove: Collection[str] = (),
+        *,
+        with_job: bool = False,
     ) -> Run | None:
-        """One conditional UpdateItem of a run (see `_run_update`). The run as written, or
-        None when the condition failed (someone else moved the run first)."""
-        request = self._run_update(job_id, scheduled_for_ms, sets, condition, condition_values, remove)
-        try:
-            reply = self._ddb.update_item(**request, ReturnValues="ALL_NEW")
-        except ClientError as error:
-            if condition_failed(error):
-                return None
-            if is_contention(error):
-                raise StoreContention(str(error)) from error
-            raise
-        return self._codec.run_from_item(reply["Attributes"])
+        """One conditional UpdateItem of a run (see `_run_update`), where the run is. The run
+        as written, or None when the condition failed (someone else moved the run first)."""
+        request = self._run_update(
+            job_id, scheduled_for_ms, sets, condition, condition_values, remove, with_job=with_job
+        )
+        reply = self._send_update(request, ReturnValues="ALL_NEW")
+        if reply is None:
+            return None
+        written = reply["Attributes"]
+        if written["sk"]["S"] != keys.JOB_SK:
+            return self._codec.run_from_item(written)
+        run = self._codec.run_with_job_from_item(written)
+        assert run is not None, "the update was conditioned on the run being there"
+        return run
+
+    def run_kept_with_job(self, job_id: str, scheduled_for_ms: int | None = None) -> Run | None:
+        """The run the job's item keeps (`Run.with_job`): that of `scheduled_for_ms`, or any."""
+        reply = self._ddb.get_item(
+            TableName=self._table,
+            Key=self._codec.job_key(job_id),
+            ConsistentRead=True,
+            ProjectionExpression=", ".join(f"#a{n}" for n in range(len(self._kept_names))),
+            ExpressionAttributeNames={f"#a{n}": name for n, name in enumerate(self._kept_names)},
+        )
+        item = reply.get("Item")
+        if not item or (scheduled_for_ms is not None and not holds_run_with_job(item, scheduled_for_ms)):
+            return None
+        return self._codec.run_with_job_from_item(item)
+
+    _kept_names = ("pk", "sk", "job_id", *with_job_attributes())
 
     def _items_of(
         self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()

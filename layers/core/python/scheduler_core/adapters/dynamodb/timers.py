@@ -32,7 +32,10 @@ class RunTimersTable(TransactionalWrites):
         condition = f"{RUNNING_ATTEMPT} AND lease_until_ms = :seen_lease"
         values = {"running": "RUNNING", "attempt": run.attempt, "seen_lease": to_ms(run.lease_until)}
         sets = self._codec.due_attributes(run.job_id, run.lease_until)
-        return self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values) is not None
+        return (
+            self._update_run(run.job_id, run.scheduled_for_ms, sets, condition, values, with_job=run.with_job)
+            is not None
+        )
 
     def take_over_expired_lease(
         self,
@@ -73,6 +76,7 @@ class RunTimersTable(TransactionalWrites):
             condition + (f" AND {HOLDS_SLOT}" if release else ""),
             values,
             remove=LEASE_AND_TIMER,
+            with_job=run.with_job,
         )
         if not self._end_run(request, run.job_id, now, complete=complete_job, release=release):
             return None
@@ -92,7 +96,12 @@ class RunTimersTable(TransactionalWrites):
         its timer to `due_at` if nobody moved the run since. Two pollers never both send.
         `caught_up`: the run is a missed firing caught up (see `Run.caught_up`) from now on."""
         assert run.due_at is not None, "only a run in the due index is re-sent"
-        return self._update_run(*self._waiting_timer_update(run, due_at, run.due_at, caught_up)) is not None
+        return (
+            self._update_run(
+                *self._waiting_timer_update(run, due_at, run.due_at, caught_up), with_job=run.with_job
+            )
+            is not None
+        )
 
     def fail_waiting_run(self, run: Run, now: datetime, error: str) -> bool:
         """A waiting run that may not be sent again (its job is gone) ends as FAILED."""
@@ -110,6 +119,7 @@ class RunTimersTable(TransactionalWrites):
                 f"{condition} AND attempt = :attempt",
                 values | {"attempt": run.attempt},
                 remove=LEASE_AND_TIMER,
+                with_job=run.with_job,
             )
             is not None
         )
@@ -132,6 +142,7 @@ class RunTimersTable(TransactionalWrites):
             "#status = :failed AND attempt = :attempt",
             {"failed": "FAILED", "attempt": run.attempt},
             remove=("finished_at_ms",),
+            with_job=run.with_job,
         )
 
     def wait_turn_if_waiting(self, run: RunRef, due_at: datetime) -> bool:
@@ -139,7 +150,7 @@ class RunTimersTable(TransactionalWrites):
         message acknowledged (the end of the run before it sends it). Its timer moves to
         `due_at`, when the poller looks at it again should no wake-up come. False if the run
         is no longer waiting at this attempt."""
-        return self._update_run(*self._waiting_timer_update(run, due_at)) is not None
+        return self._update_run(*self._waiting_timer_update(run, due_at), with_job=run.with_job) is not None
 
     def set_aside_while_paused(self, run: RunRef, due_at: datetime) -> bool | None:
         """A waiting run whose job is paused stays waiting, same attempt, its message
@@ -149,7 +160,7 @@ class RunTimersTable(TransactionalWrites):
         resume that has already decided never finds its decision undone. False if the run is
         no longer waiting at this attempt; None if the job is no longer paused (nothing
         written)."""
-        request = self._run_update(*self._waiting_timer_update(run, due_at))
+        request = self._run_update(*self._waiting_timer_update(run, due_at), with_job=run.with_job)
         return self._write_while_paused(request, run.job_id)
 
     def set_aside_if_held(self, run: Run, owner: str, due_at: datetime) -> bool | None:
@@ -168,6 +179,7 @@ class RunTimersTable(TransactionalWrites):
             HELD_BY_OWNER + (f" AND {HOLDS_SLOT}" if holds_slot(run) else ""),
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
             remove=("lease_until_ms", "lease_owner", "slot", "started_at_ms"),
+            with_job=run.with_job,
         )
         return self._write_while_paused(request, run.job_id, release=holds_slot(run))
 
@@ -186,6 +198,7 @@ class RunTimersTable(TransactionalWrites):
                 f"{condition} AND attempt = :attempt",
                 values | {"attempt": run.attempt},
                 remove=LEASE_AND_TIMER,
+                with_job=run.with_job,
             )
             is not None
         )

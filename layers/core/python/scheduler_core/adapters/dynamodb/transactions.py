@@ -4,6 +4,7 @@ conditioned on the job being paused. The caller learns which side's condition fa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -12,13 +13,20 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.aws import error_code
-from scheduler_core.adapters.dynamodb.codec import expression_values
+from scheduler_core.adapters.dynamodb.codec import expression_values, with_job_name
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     HOLDS_SLOT,
     holds_slot,
 )
-from scheduler_core.adapters.dynamodb.table import TableAdapter, is_contention
+from scheduler_core.adapters.dynamodb.table import (
+    ON_ITS_OWN,
+    WITH_ITS_JOB,
+    TableAdapter,
+    condition_failed,
+    is_contention,
+)
+from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.vocabulary import RunStatus
@@ -27,6 +35,8 @@ from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
 # Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
 _CONTENTION_PAUSES = (0.02, 0.1)
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+_PLACEHOLDER = re.compile(r"([#:])([A-Za-z_]\w*)")
+_CLAUSES = re.compile(r"(?:SET (?P<set>.+?))?\s*(?:REMOVE (?P<remove>.+))?")
 
 
 class TransactionalWrites(TableAdapter):
@@ -34,7 +44,18 @@ class TransactionalWrites(TableAdapter):
         """Write `items` in one transaction: [] when it committed, else each item's reason
         (`ConditionalCheckFailed`, or None for an item that was fine). A transaction cancelled
         by contention (another transaction on one of its items, throttling) is tried again
-        at once, twice; then StoreContention."""
+        at once, twice; then StoreContention. A run kept with its job (`Run.with_job`) and
+        its job's part are one item: one UpdateItem (`_write_with_job`)."""
+        run_part = items[0].get("Update", {})
+        if run_part.get("Key", {}).get("sk", {}).get("S") == keys.JOB_SK:
+            return self._write_with_job(run_part, items[1])
+        if WITH_ITS_JOB in run_part:
+            run_part = dict(run_part)
+            kept = run_part.pop(WITH_ITS_JOB)
+            reasons = self._transact([{"Update": run_part}, *items[1:]])
+            if reasons and reasons[0] == "ConditionalCheckFailed" and self._no_item(run_part["Key"]):
+                return self._write_with_job(kept, items[1])  # the run is kept on its job's item
+            return reasons
         for pause in (*_CONTENTION_PAUSES, None):
             try:
                 self._ddb.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
@@ -51,6 +72,37 @@ class TransactionalWrites(TableAdapter):
                 return reasons
             return []
         raise AssertionError("the last try returns or raises")
+
+    def _write_with_job(self, run_request: dict[str, Any], job_write: dict[str, Any]) -> list[str | None]:
+        """`_transact` of a run kept on its job's item and that job's part: both updates in
+        one UpdateItem, both conditions in one. Which failed is asked after (one more write,
+        only then); a run that has left the job's item meanwhile is written on its own."""
+        request = dict(run_request)
+        on_its_own = request.pop(ON_ITS_OWN, None)
+        merged = _merged(request, job_write["Update"])
+        for pause in (*_CONTENTION_PAUSES, None):
+            try:
+                self._ddb.update_item(**merged, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            except ClientError as error:
+                if condition_failed(error):
+                    if on_its_own is not None and self._run_is_elsewhere(error, request):
+                        return self._transact([{"Update": on_its_own}, job_write])
+                    run_held = self._write_if(_condition_only(request))
+                    return [None, "ConditionalCheckFailed"] if run_held else ["ConditionalCheckFailed", None]
+                if not is_contention(error):
+                    raise
+                if pause is None:
+                    raise StoreContention(str(error)) from error
+                time.sleep(pause)
+                continue
+            return []
+        raise AssertionError("the last try returns or raises")
+
+    def _no_item(self, key: Mapping[str, Any]) -> bool:
+        reply = self._ddb.get_item(
+            TableName=self._table, Key=key, ConsistentRead=True, ProjectionExpression="sk"
+        )
+        return "Item" not in reply
 
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
         """The per-item codes of a cancelled transaction; contention raises StoreContention."""
@@ -168,11 +220,23 @@ class TransactionalWrites(TableAdapter):
         remove = ("lease_until_ms", "lease_owner", "slot")
         if not holds_slot(run):
             return self._update_run(
-                run.job_id, run.scheduled_for_ms, sets, condition, condition_values, remove
+                run.job_id,
+                run.scheduled_for_ms,
+                sets,
+                condition,
+                condition_values,
+                remove,
+                with_job=run.with_job,
             )
         assert isinstance(run, Run)
         request = self._run_update(
-            run.job_id, run.scheduled_for_ms, sets, f"{condition} AND {HOLDS_SLOT}", condition_values, remove
+            run.job_id,
+            run.scheduled_for_ms,
+            sets,
+            f"{condition} AND {HOLDS_SLOT}",
+            condition_values,
+            remove,
+            with_job=run.with_job,
         )
         if not self._end_run(request, run.job_id, run.scheduled_for, release=True):
             return None
@@ -204,3 +268,59 @@ class TransactionalWrites(TableAdapter):
         if not reasons:
             return True
         return False if reasons[0] == "ConditionalCheckFailed" else None
+
+
+def _merged(run_request: Mapping[str, Any], job_update: Mapping[str, Any]) -> dict[str, Any]:
+    """One UpdateItem of a job's item doing a run's update (kept on it) and the job's own: the
+    run's placeholders renamed apart, SET and REMOVE clauses joined, conditions ANDed."""
+
+    def renamed(text: str) -> str:
+        return _PLACEHOLDER.sub(lambda match: f"{match[1]}rp_{match[2]}", text)
+
+    sets: list[str] = []
+    removes: list[str] = []
+    for update in (renamed(run_request["UpdateExpression"]), job_update["UpdateExpression"]):
+        clauses = _CLAUSES.fullmatch(update.strip())
+        assert clauses is not None, update
+        sets += [clauses["set"]] if clauses["set"] else []
+        removes += [clauses["remove"]] if clauses["remove"] else []
+    expression = " ".join(
+        part
+        for part in (sets and "SET " + ", ".join(sets), removes and "REMOVE " + ", ".join(removes))
+        if part
+    )
+    names = {f"#rp_{name[1:]}": value for name, value in run_request["ExpressionAttributeNames"].items()}
+    values = {f":rp_{name[1:]}": value for name, value in run_request["ExpressionAttributeValues"].items()}
+    return {
+        "TableName": job_update["TableName"],
+        "Key": job_update["Key"],
+        "UpdateExpression": expression,
+        "ConditionExpression": f"({renamed(run_request['ConditionExpression'])}) AND "
+        f"({job_update['ConditionExpression']})",
+        "ExpressionAttributeNames": names | job_update.get("ExpressionAttributeNames", {}),
+        "ExpressionAttributeValues": values | job_update.get("ExpressionAttributeValues", {}),
+    }
+
+
+def _condition_only(run_request: Mapping[str, Any]) -> dict[str, Any]:
+    """A write that changes nothing on a job's item and holds only if the run's condition of
+    `run_request` (kept on that item) does: which side of a merged write failed."""
+    condition = run_request["ConditionExpression"]
+    used = set(_PLACEHOLDER.findall(condition))
+    return {
+        "TableName": run_request["TableName"],
+        "Key": run_request["Key"],
+        "UpdateExpression": "SET #kept = #kept",
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {
+            name: value
+            for name, value in run_request["ExpressionAttributeNames"].items()
+            if ("#", name[1:]) in used
+        }
+        | {"#kept": with_job_name("status")},
+        "ExpressionAttributeValues": {
+            name: value
+            for name, value in run_request["ExpressionAttributeValues"].items()
+            if (":", name[1:]) in used
+        },
+    }
