@@ -70,9 +70,9 @@ def test_the_last_run_s_end_completes_its_job_and_only_then(store: JobStore) -> 
     assert read.status is JobStatus.SCHEDULED  # a firing is left: the run ends, the job goes on
     one_off = a_job("once", schedule=ScheduleSpec(at=AT))
     store.put_job_if_absent(one_off)
-    run = store.claim_if_unchanged(one_off, a_run(one_off, AT), None, T0)
-    assert run is not None
-    running = store.start_run_if_waiting(run, AT, AT + LEASE, "w1")
+    last = store.claim_if_unchanged(one_off, a_run(one_off, AT), None, T0)
+    assert last is not None
+    running = store.start_run_if_waiting(last, AT, AT + LEASE, "w1")
     assert running is not None
     assert store.finish_run_if_held(running, "w1", RunStatus.SUCCEEDED, AT, complete_job=True)
     done = store.get_job("once")
