@@ -48,6 +48,7 @@ from bench.report import describe_machine, machine, table
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from infra.local.console import short_name
 from infra.local.functions import FunctionHost
+from scheduler_core.adapters.dynamodb.codec import ItemCodec
 from scheduler_core.domain import keys
 from scheduler_core.domain.outcomes import (  # how the worker's attempts end their lines
     RUN_FINISHED,
@@ -126,27 +127,24 @@ def margin_for(lease_seconds: int, max_backoff_seconds: float) -> float:
 
 
 def read_table(cloud: LocalCloud, table_name: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """(run id → its item's status, attempt and error; job id → status) of the jobs table."""
+    """(run id → its status, attempt and error; job id → status) of the jobs table, read as
+    the adapter's codec reads its items (a one-off's run is kept on its job's item)."""
     assert cloud.aws is not None
     dynamodb = cloud.aws.client("dynamodb")
+    codec = ItemCodec(shard_count=1, retention_days=1)  # decoding only
     runs: dict[str, dict[str, Any]] = {}
     jobs: dict[str, str] = {}
-    pages = dynamodb.get_paginator("scan").paginate(
-        TableName=table_name,
-        ProjectionExpression="pk, sk, run_id, #s, attempt, #e",
-        ExpressionAttributeNames={"#s": "status", "#e": "error"},
-    )
-    for page in pages:
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table_name):
         for item in page["Items"]:
             sk = item["sk"]["S"]
+            run = None
             if sk == keys.JOB_SK:
                 jobs[item["pk"]["S"].removeprefix("JOB#")] = item.get("status", {}).get("S", "?")
+                run = codec.run_with_job_from_item(item)
             elif sk.startswith(keys.RUN_SK_PREFIX) and "run_id" in item:
-                runs[item["run_id"]["S"]] = {
-                    "status": item.get("status", {}).get("S", "?"),
-                    "attempt": int(item.get("attempt", {}).get("N", "0")),
-                    "error": item.get("error", {}).get("S"),
-                }
+                run = codec.run_from_item(item)
+            if run is not None:
+                runs[run.run_id] = {"status": str(run.status), "attempt": run.attempt, "error": run.error}
     return runs, jobs
 
 
