@@ -19,6 +19,7 @@ from typing import Any
 from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.services.dispatch import Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -164,9 +165,38 @@ def test_a_one_offs_run_kept_on_its_job_holds_the_firings_bucket_until_it_ends(
     assert [run["status"] for run in cloud.runs(job["job_id"])] == ["SUCCEEDED"]
     assert len(receiver.requests) == 1
     clock.advance(120)
+    item = cloud.clients.dynamodb().get_item(
+        TableName=cloud.settings.jobs_table_name,
+        Key={"pk": {"S": f"JOB#{job['job_id']}"}, "sk": {"S": "JOB"}},
+    )["Item"]
+    assert "due_pk" not in item  # the run's end took the entry out
     report = cloud.dispatcher.poll_shard(shard)
     assert report.watermark_ms is not None
-    assert report.watermark_ms > firing_bucket  # the run ended: its entry left, the bucket drained
+    assert report.watermark_ms > firing_bucket
+
+
+def test_a_one_off_claimed_late_is_watched_at_its_timer_not_left_in_a_passed_bucket(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Polls missed a one-off's firing by more than two minutes (an outage): its run, claimed
+    late, would leave its job's entry in a bucket this very poll drains and leaves behind.
+    The entry moves to the run's timer instead, so a message lost after the claim is sent
+    again there."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=10)
+    job = cloud.create(
+        {
+            "name": "once",
+            "schedule": {"at": fire_at.isoformat()},
+            "target": {"type": "HTTP", "url": receiver.url},
+        }
+    )
+    clock.move_to(fire_at + timedelta(seconds=210))  # no poll until now
+    assert sum(len(report.claimed) for report in cloud.poll()) == 1
+    cloud.clients.sqs().purge_queue(QueueUrl=cloud.queue_url(Priority.NORMAL))  # the message, lost
+    clock.advance(cloud.settings.resend_after_seconds)  # the run's re-send timer
+    assert sum(report.watched.get("resent", 0) for report in cloud.poll()) == 1
+    assert cloud.deliver() == 1
+    assert [run["status"] for run in cloud.runs(job["job_id"])] == ["SUCCEEDED"]
 
 
 def _crowded_shard(cloud: SchedulerHarness, receiver: WebhookReceiver, at: str, jobs: int) -> tuple[int, int]:

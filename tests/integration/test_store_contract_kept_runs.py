@@ -15,7 +15,7 @@ from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import JobStore
 from tests.support.builders import T0, a_job, a_run
-from tests.support.store_contract import AT, LEASE, MINUTE, due_runs
+from tests.support.store_contract import AT, LEASE, MINUTE, due_jobs, due_runs
 
 TIMER = AT + timedelta(seconds=30)  # the claimed run's re-send timer
 
@@ -170,3 +170,48 @@ def test_a_one_off_cancelled_or_paused_while_its_run_runs_leaves_that_run_watche
     still = store.get_job(job.job_id)
     assert still is not None
     assert (still.status, still.running_count) == (JobStatus.CANCELLED, 0)
+
+
+def test_a_paused_one_off_given_a_new_time_moves_its_running_run_to_an_item_of_its_own(
+    store: JobStore,
+) -> None:
+    """Paused, the job's item has no index entry of its own, but a new time is a firing of
+    its own all the same: the run it keeps (running here) moves out, still watched."""
+    job, running = started(store)
+    paused = job.model_copy(update={"status": JobStatus.PAUSED, "paused_at": AT, "version": job.version + 1})
+    assert store.update_job_if_unchanged(job, paused, AT)
+    later = AT + timedelta(minutes=10)
+    moved = paused.model_copy(
+        update={"schedule": ScheduleSpec(at=later), "next_fire_at": later, "version": paused.version + 1}
+    )
+    assert store.update_job_if_unchanged(paused, moved, AT)
+    assert due_runs(store, job, AT, runs_until=TIMER) == ([to_ms(AT)], 0)  # still watched
+    assert store.finish_run_if_held(running, "w1", RunStatus.FAILED, AT, error="boom")
+    job_now = store.get_job(job.job_id)
+    assert job_now is not None
+    assert (job_now.status, job_now.next_fire_at, job_now.running_count) == (JobStatus.PAUSED, later, 0)
+
+
+def test_an_ended_kept_run_moves_out_when_its_job_gets_a_firing_and_is_redriven_there(
+    store: JobStore,
+) -> None:
+    """A run its job's item keeps must not share the job's index entry once the job has a
+    firing of its own: the job's change moves it out even though it has ended, so a
+    re-drive of it never moves the job's entry."""
+    job, running = started(store)
+    assert store.finish_run_if_held(running, "w1", RunStatus.FAILED, AT, error="boom")  # not the last
+    job_now = store.get_job(job.job_id)
+    assert job_now is not None
+    later = AT + timedelta(minutes=10)
+    moved = job_now.model_copy(
+        update={"schedule": ScheduleSpec(at=later), "next_fire_at": later, "version": job_now.version + 1}
+    )
+    assert store.update_job_if_unchanged(job_now, moved, AT)
+    failed = store.get_run(job.job_id, to_ms(AT))
+    assert failed is not None
+    assert failed.status is RunStatus.FAILED
+    redriven = store.redrive_run_if_failed(failed, AT + MINUTE, AT + 2 * MINUTE)
+    assert redriven is not None
+    assert redriven.status is RunStatus.RETRYING
+    assert due_jobs(store, job, later) == [job.job_id]  # the job's own entry, where it was
+    assert due_runs(store, job, AT + 2 * MINUTE, runs_until=AT + 2 * MINUTE) == ([to_ms(AT)], 0)

@@ -63,7 +63,9 @@ class SqsRunQueue:
         entries: list[Any] = [
             {
                 "Id": str(position),
-                "MessageBody": run_message(run).model_dump_json(),
+                # Fields at their defaults are left out: a message reads the same to a worker
+                # of an earlier version (which knows no `with_job`) for a run of its own item.
+                "MessageBody": run_message(run).model_dump_json(exclude_defaults=True),
                 "DelaySeconds": delay_seconds(run.starts_at, now, self._lead),
             }
             for position, run in enumerate(batch)

@@ -92,16 +92,17 @@ class DueIndexTable(TransactionalWrites):
         runs: list[Run] = []
         for item in items:
             try:
-                if item["sk"]["S"] == keys.JOB_SK and "next_fire_at_ms" in item:
-                    jobs.append(self._codec.job_from_item(item))
-                elif item["sk"]["S"] == keys.JOB_SK:
-                    kept = self._codec.run_with_job_from_item(item) if WITH_JOB_TIMER in item else None
+                if item["sk"]["S"] == keys.JOB_SK and WITH_JOB_TIMER in item:
+                    # The entry is the kept run's (its job has no firing of its own meanwhile).
+                    kept = self._codec.run_with_job_from_item(item)
                     if kept is None:
                         continue
                     if runs_until_ms is not None and int(item[WITH_JOB_TIMER]["N"]) > runs_until_ms:
                         later_runs += 1
                     else:
                         runs.append(kept)
+                elif item["sk"]["S"] == keys.JOB_SK and "next_fire_at_ms" in item:
+                    jobs.append(self._codec.job_from_item(item))
                 elif item["sk"]["S"].startswith(keys.RUN_SK_PREFIX):
                     runs.append(self._codec.run_from_item(item))
             except (ValidationError, KeyError, ValueError) as error:
@@ -148,9 +149,11 @@ class DueIndexTable(TransactionalWrites):
         ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
         sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
         assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
-        if run.due_at is not None and run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING:
-            # A timer far from the firing (jitter): the entry moves to it, not to hold the
-            # firing's bucket (and the shard's watermark) that long.
+        late = job.next_fire_at < now
+        if run.due_at is not None and (late or run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING):
+            # A claim after the firing (its bucket may be drained by this very poll) or a timer
+            # far from it (jitter, not to hold the firing's bucket and the shard's watermark
+            # that long): the entry moves to the timer.
             entry = to_item(self._codec.due_attributes(job.job_id, run.due_at))
             sets += ", due_pk = :entry_pk, due_sk = :entry_sk"
             values |= {":entry_pk": entry["due_pk"], ":entry_sk": entry["due_sk"]}

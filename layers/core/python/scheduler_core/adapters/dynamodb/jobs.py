@@ -14,6 +14,7 @@ from scheduler_core.adapters.dynamodb.codec import (
     expression_values,
     to_item,
     with_job_attributes,
+    with_job_name,
 )
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT
 from scheduler_core.adapters.dynamodb.table import condition_failed
@@ -81,21 +82,24 @@ class JobRecordsTable(TransactionalWrites):
             if run is not None
             else []
         )
-        # The index entry is the job's own only while its item keeps no run that has not ended
-        # (`Run.with_job`: the entry is that run's until it ends).
+        # A job's item keeps a run only while the job has no firing of its own (`Run.with_job`):
+        # the index entry is that run's then, until it ends. A write that gives the job a
+        # firing (a new schedule, paused or not) moves the run it keeps, ended or not, to an
+        # item of its own, as it is, in the same transaction; one that does not leaves the
+        # entry of a run that has not ended where it is.
+        own_firing = "next_fire_at_ms" in item
+        kept_marker = with_job_name("status") if own_firing else WITH_JOB_TIMER
         job_update = self._job_replacement(job_key, item, catch_up, keep_entry=False)
-        job_update["ConditionExpression"] = f"{unchanged} AND attribute_not_exists({WITH_JOB_TIMER})"
+        job_update["ConditionExpression"] = f"{unchanged} AND attribute_not_exists({kept_marker})"
         job_update["ExpressionAttributeValues"] |= seen
         if self._write_all([{"Update": job_update}, *run_put]):
             return True
         kept = self._ddb.get_item(TableName=self._table, Key=job_key, ConsistentRead=True).get("Item")
-        if kept is None or WITH_JOB_TIMER not in kept:
+        if kept is None or kept_marker not in kept:
             return False  # the job changed since it was read (or the run exists already)
-        if "due_pk" in item:
-            # The job has a firing of its own again (a new schedule): the run its item keeps
-            # moves, as it is, to an item of its own, in the same transaction.
+        if own_firing:
+            job_update["ConditionExpression"] = unchanged
             return self._write_all([{"Update": job_update}, *run_put, *self._move_kept_run(job_update, kept)])
-        # No firing of its own: the job's write leaves the kept run's entry where it is.
         job_update = self._job_replacement(job_key, item, catch_up, keep_entry=True)
         job_update["ConditionExpression"] = f"{unchanged} AND attribute_exists({WITH_JOB_TIMER})"
         job_update["ExpressionAttributeValues"] |= seen
@@ -145,7 +149,7 @@ class JobRecordsTable(TransactionalWrites):
     def _move_kept_run(self, job_update: dict[str, Any], kept: dict[str, Any]) -> list[dict[str, Any]]:
         """The writes that move the run a job's item keeps to an item of its own, on the
         condition that it is still as read: the job's update (`job_update`, amended: the
-        kept run's attributes removed, its own condition replaced) and the put."""
+        kept run's attributes removed, its condition extended) and the put."""
         present = [name for name in with_job_attributes() if name in kept]
         absent = [name for name in with_job_attributes() if name not in kept]
         names = {f"#e{n}": name for n, name in enumerate(present)} | {
@@ -155,11 +159,7 @@ class JobRecordsTable(TransactionalWrites):
         job_update["ExpressionAttributeValues"] |= {f":e{n}": kept[name] for n, name in enumerate(present)}
         as_read = [f"#e{n} = :e{n}" for n in range(len(present))]
         as_read += [f"attribute_not_exists(#x{n})" for n in range(len(absent))]
-        job_update["ConditionExpression"] = (
-            job_update["ConditionExpression"].replace(f" AND attribute_not_exists({WITH_JOB_TIMER})", "")
-            + " AND "
-            + " AND ".join(as_read)
-        )
+        job_update["ConditionExpression"] += " AND " + " AND ".join(as_read)
         removes = ", ".join(f"#e{n}" for n in range(len(present)))
         update = job_update["UpdateExpression"]
         job_update["UpdateExpression"] = (

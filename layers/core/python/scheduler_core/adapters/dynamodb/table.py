@@ -152,14 +152,16 @@ class TableAdapter:
         removed takes the entry out. The request then carries the update of the run's own
         item (`ON_ITS_OWN`) for a run that has left its job's item since it was read."""
         name = with_job_name if with_job else (lambda attribute: attribute)
-        if with_job:
-            sets = {
-                attribute: value for attribute, value in sets.items() if attribute not in NOT_KEPT_WITH_JOB
-            }
+        # The variant for the run's own item (`elsewhere`) keeps what a kept run leaves out.
+        here = {
+            attribute: value
+            for attribute, value in sets.items()
+            if not (with_job and attribute in NOT_KEPT_WITH_JOB)
+        }
         names = {"#status": name("status")}
         values: dict[str, Any] = expression_values(**condition_values)
         actions = []
-        for position, (attribute, value) in enumerate(sets.items()):
+        for position, (attribute, value) in enumerate(here.items()):
             if value is None:
                 continue
             names[f"#s{position}"] = attribute if attribute == "due_pk" else name(attribute)
@@ -169,7 +171,7 @@ class TableAdapter:
                 names["#t"] = "due_sk"
                 actions.append(f"#t = :s{position}")
         update = f"SET {', '.join(actions)}"
-        removable = [attribute for attribute in remove if attribute not in sets or sets[attribute] is None]
+        removable = [attribute for attribute in remove if here.get(attribute) is None]
         if with_job and "due_sk" in removable:
             removable.append("due_pk")  # the index entry leaves with the timer
         removable = list(dict.fromkeys(removable))

@@ -48,6 +48,7 @@ class TransactionalWrites(TableAdapter):
         its job's part are one item: one UpdateItem (`_write_with_job`)."""
         run_part = items[0].get("Update", {})
         if run_part.get("Key", {}).get("sk", {}).get("S") == keys.JOB_SK:
+            assert len(items) == 2, "a run kept with its job is written with its job's part only"
             return self._write_with_job(run_part, items[1])
         if WITH_ITS_JOB in run_part:
             run_part = dict(run_part)
@@ -87,8 +88,7 @@ class TransactionalWrites(TableAdapter):
                 if condition_failed(error):
                     if on_its_own is not None and self._run_is_elsewhere(error, request):
                         return self._transact([{"Update": on_its_own}, job_write])
-                    run_held = self._write_if(_condition_only(request))
-                    return [None, "ConditionalCheckFailed"] if run_held else ["ConditionalCheckFailed", None]
+                    return self._which_failed(request, on_its_own, job_write)
                 if not is_contention(error):
                     raise
                 if pause is None:
@@ -97,6 +97,26 @@ class TransactionalWrites(TableAdapter):
                 continue
             return []
         raise AssertionError("the last try returns or raises")
+
+    def _which_failed(
+        self, run_request: dict[str, Any], on_its_own: dict[str, Any] | None, job_write: dict[str, Any]
+    ) -> list[str | None]:
+        """After a merged write failed: whether the run's condition holds alone (then the
+        job's failed), asked with a write that changes nothing; a run that left the job's
+        item meanwhile is written on its own item after all."""
+        try:
+            self._ddb.update_item(
+                **_condition_only(run_request), ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as error:
+            if not condition_failed(error):
+                if is_contention(error):
+                    raise StoreContention(str(error)) from error
+                raise
+            if on_its_own is not None and self._run_is_elsewhere(error, run_request):
+                return self._transact([{"Update": on_its_own}, job_write])
+            return ["ConditionalCheckFailed", None]
+        return [None, "ConditionalCheckFailed"]
 
     def _no_item(self, key: Mapping[str, Any]) -> bool:
         reply = self._ddb.get_item(
