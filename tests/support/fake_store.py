@@ -1,8 +1,14 @@
 """An in-memory fake of every port of the jobs table (`scheduler_core.ports.JobStore`), for
 service tests that need no moto. It keeps jobs and runs as the entities themselves and
 applies each write's condition as the port states it, under one lock (the poll claims on
-threads). `tests/integration/test_store_contract.py` runs the same cases against it and
-the DynamoDB adapter, so the two cannot drift."""
+threads). `tests/integration/test_store_contract*.py` run the same cases against it and
+the DynamoDB adapter, so the two cannot drift.
+
+Where it knowingly differs: it keeps every run apart (no run kept on its job's item, so
+`with_job` is ignored), and a run is in the due bucket of its timer, where the adapter
+leaves a one-off's run in its firing's bucket until a write moves its timer; a poll, which
+reads every bucket from its watermark, finds it either way. Its change of a job never fails
+because the job's kept run changed meanwhile (the adapter's does: the caller reads again)."""
 
 from __future__ import annotations
 
