@@ -282,3 +282,17 @@ def test_a_run_whose_timer_is_not_up_is_left_alone_and_sent_again_once_it_is(
     assert again.run_id == first.run_id
     assert worker.deliver() == [Outcome.SUCCEEDED, Outcome.DUPLICATE]
     assert len(world.targets.calls) == 1
+
+
+def test_a_poll_that_claims_a_firing_after_its_time_keeps_its_bucket_for_the_next(world: FakeWorld) -> None:
+    """A firing claimed late (the polls were down) may leave its run to be watched from the
+    firing's bucket (the DynamoDB store keeps a one-off's run on its job's item, whose index
+    entry stays there): the poll that claimed it does not move its watermark past that
+    bucket, though the grace alone would let it."""
+    fire_at = T0 + timedelta(minutes=10)
+    job = create(world, {"at": iso(fire_at)}, name="once")
+    shard = keys.shard_for(job.job_id, SHARDS)
+    world.clock.set(fire_at + timedelta(seconds=210))  # no poll until now: 3.5 minutes late
+    report = world.dispatcher.poll_shard(shard)
+    assert [run.scheduled_for for run in report.claimed] == [fire_at]
+    assert report.watermark_ms == keys.bucket_of(to_ms(fire_at))  # not the grace's 09:11

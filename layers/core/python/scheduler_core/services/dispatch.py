@@ -331,6 +331,11 @@ class Dispatcher:
                 report.skipped += 1
             elif not result.runs:
                 report.lost_races += 1
+            if result is not None and any(run.scheduled_for < now for run in result.runs):
+                # A firing claimed after its time: its run may be watched from this bucket (the
+                # store may leave the job's index entry there), which a later poll reads again
+                # before the watermark passes it. Claimed ahead of time, the grace keeps it.
+                drained = False
             report.claimed += result.runs if result is not None else []
         return drained
 

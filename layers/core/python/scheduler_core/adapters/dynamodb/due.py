@@ -149,11 +149,10 @@ class DueIndexTable(TransactionalWrites):
         ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
         sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
         assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
-        late = job.next_fire_at < now
-        if run.due_at is not None and (late or run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING):
-            # A claim after the firing (its bucket may be drained by this very poll) or a timer
-            # far from it (jitter, not to hold the firing's bucket and the shard's watermark
-            # that long): the entry moves to the timer.
+        if run.due_at is not None and run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING:
+            # A timer far from the firing (jitter): the entry moves to it, not to hold the
+            # firing's bucket (and the shard's watermark) that long. (A claim after its firing
+            # leaves the entry too, in a bucket the poll then keeps: see `dispatch`.)
             entry = to_item(self._codec.due_attributes(job.job_id, run.due_at))
             sets += ", due_pk = :entry_pk, due_sk = :entry_sk"
             values |= {":entry_pk": entry["due_pk"], ":entry_sk": entry["due_sk"]}
