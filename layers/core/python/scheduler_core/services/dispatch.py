@@ -1,7 +1,7 @@
 """Claiming due firings and handing them to the priority queues (DESIGN §3, "Poll").
 
 The same claim serves the poller and the create path: every firing of a job at or before
-the horizon (now + lookahead) is claimed, one conditional transaction each, so a job
+the horizon (now + lookahead) is claimed, one conditional write each, so a job
 never waits in the due index for a firing the next poll could reach too late. A poll claims
 a bucket's jobs side by side (`claim_parallelism` at a time): a claim touches only its own
 job and run, so the order between jobs does not matter.
@@ -106,7 +106,7 @@ class Dispatcher:
         return now + self._policy.lookahead
 
     def claim_firings(self, job: Job, now: datetime) -> ClaimResult:
-        """Claim every firing of `job` up to the horizon, one transaction each. Stops at the
+        """Claim every firing of `job` up to the horizon, one conditional write each. Stops at the
         first lost race (someone else changed the job: they own what follows) or contention
         (what is claimed so far stands; the rest waits for a later poll).
 
