@@ -181,37 +181,26 @@ class JobRecordsTable(TransactionalWrites):
             "SET #status = :cancelled, version = version + :one, updated_at_ms = :now REMOVE next_fire_at_ms"
         )
         active = "#status IN (:scheduled, :paused)"
-        for _ in range(3):  # the kept run may end between the tries
-            if self._update_job_if(
-                job_id,
-                f"{cancel}, due_pk, due_sk",
-                f"{active} AND attribute_not_exists({WITH_JOB_TIMER})",
-                values,
-            ):
-                return True
-            if self._update_job_if(
-                job_id, cancel, f"{active} AND attribute_exists({WITH_JOB_TIMER})", values
-            ):
-                return True
-            job = self._ddb.get_item(
-                TableName=self._table, Key=self._codec.job_key(job_id), ConsistentRead=True
-            ).get("Item")
-            if job is None or job["status"]["S"] not in ("SCHEDULED", "PAUSED"):
-                return False
+        keeps_entry = False  # whether the item keeps a run that has not ended: its entry stays
+        for _ in range(3):  # the kept run may start or end between the tries
+            kept_run = f"attribute_{'exists' if keeps_entry else 'not_exists'}({WITH_JOB_TIMER})"
+            try:
+                self._ddb.update_item(
+                    TableName=self._table,
+                    Key=self._codec.job_key(job_id),
+                    UpdateExpression=cancel if keeps_entry else f"{cancel}, due_pk, due_sk",
+                    ConditionExpression=f"attribute_exists(pk) AND {active} AND {kept_run}",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as error:
+                if not condition_failed(error):
+                    raise
+                old: dict[str, Any] = error.response.get("Item", {})  # type: ignore[assignment]
+                if old.get("status", {}).get("S") not in ("SCHEDULED", "PAUSED"):
+                    return False
+                keeps_entry = WITH_JOB_TIMER in old
+                continue
+            return True
         return False
-
-    def _update_job_if(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}),
-                UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(pk) AND {condition}",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise
-        return True

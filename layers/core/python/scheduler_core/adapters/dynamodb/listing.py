@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item
+from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item, with_job_attributes
 from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, TENANT_INDEX, TableAdapter
 from scheduler_core.domain import keys
@@ -79,7 +79,7 @@ class ListingTable(TableAdapter):
             query["ExpressionAttributeValues"] |= expression_values(status=str(status))
         items, resume_key = self._page(query, start, limit)
         runs = [self._codec.run_from_item(item) for item in items]
-        kept = self.run_kept_with_job(job_id)  # a one-off's run, on its job's item
+        kept = self._kept_run(job_id)  # a one-off's run, on its job's item
         if kept is not None and (status is None or kept.status is status):
             kept_sk = keys.run_sk(kept.scheduled_for_ms)
             after_cursor = start is None or kept_sk < start["sk"]
@@ -128,10 +128,15 @@ class ListingTable(TableAdapter):
             if "LastEvaluatedKey" not in page:
                 break
             exclusive = page["LastEvaluatedKey"]
-        kept = self.run_kept_with_job(job_id)  # a one-off's run, on its job's item
+        kept = self._kept_run(job_id)  # a one-off's run, on its job's item
         if kept is not None and (after is None or kept.scheduled_for > after):
             runs = sorted([*runs, kept], key=lambda run: run.scheduled_for, reverse=True)[:limit]
         return [run for run in runs if statuses is None or run.status in statuses]
+
+    def _kept_run(self, job_id: str) -> Run | None:
+        """The run the job's item keeps (`Run.with_job`), read as far as it goes, or None."""
+        [item] = self._items_of([self._codec.job_key(job_id)], ("job_id", *with_job_attributes()))
+        return self._codec.run_with_job_from_item(item) if item else None
 
     def _page(
         self,

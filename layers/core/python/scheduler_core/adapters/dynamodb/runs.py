@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler_core.adapters.dynamodb.codec import holds_run_with_job, to_item
+from scheduler_core.adapters.dynamodb.codec import (
+    RUN_ATTRIBUTES,
+    holds_run_with_job,
+    to_item,
+    with_job_attributes,
+)
 from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,
@@ -23,17 +28,21 @@ from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
 
+# What `get_run` reads of both items: a run of its own, and a run kept on its job's item.
+_RUN_READ = ("run_id", "job_id", *RUN_ATTRIBUTES, "due_sk", *with_job_attributes())
+
 
 class RunsTable(TransactionalWrites):
     def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None:
-        """The run on its own item, or kept on its job's (`Run.with_job`; read only then)."""
-        reply = self._ddb.get_item(
-            TableName=self._table, Key=self._codec.run_key(job_id, scheduled_for_ms), ConsistentRead=True
-        )
-        item = reply.get("Item")
-        if item:
-            return self._codec.run_from_item(item)
-        return self.run_kept_with_job(job_id, scheduled_for_ms)
+        """The run on its own item, or kept on its job's (`Run.with_job`): both read at once
+        (one consistent BatchGetItem, the job's item only as far as a kept run goes)."""
+        job_key = self._codec.job_key(job_id)
+        own, job = self._items_of([self._codec.run_key(job_id, scheduled_for_ms), job_key], _RUN_READ)
+        if own:
+            return self._codec.run_from_item(own)
+        if job is None or not holds_run_with_job(job, scheduled_for_ms):
+            return None
+        return self._codec.run_with_job_from_item(job)
 
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
         """A job and one of its runs, on the run's own item or kept on the job's, read together

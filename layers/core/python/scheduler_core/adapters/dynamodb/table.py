@@ -20,7 +20,6 @@ from scheduler_core.adapters.dynamodb.codec import (
     from_value,
     holds_run_with_job,
     to_item,
-    with_job_attributes,
     with_job_name,
 )
 from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_of_values
@@ -239,22 +238,6 @@ class TableAdapter:
         run = self._codec.run_with_job_from_item(written)
         assert run is not None, "the update was conditioned on the run being there"
         return run
-
-    def run_kept_with_job(self, job_id: str, scheduled_for_ms: int | None = None) -> Run | None:
-        """The run the job's item keeps (`Run.with_job`): that of `scheduled_for_ms`, or any."""
-        reply = self._ddb.get_item(
-            TableName=self._table,
-            Key=self._codec.job_key(job_id),
-            ConsistentRead=True,
-            ProjectionExpression=", ".join(f"#a{n}" for n in range(len(self._kept_names))),
-            ExpressionAttributeNames={f"#a{n}": name for n, name in enumerate(self._kept_names)},
-        )
-        item = reply.get("Item")
-        if not item or (scheduled_for_ms is not None and not holds_run_with_job(item, scheduled_for_ms)):
-            return None
-        return self._codec.run_with_job_from_item(item)
-
-    _kept_names = ("pk", "sk", "job_id", *with_job_attributes())
 
     def _items_of(
         self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
