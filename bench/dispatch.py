@@ -119,7 +119,7 @@ class FloorDispatcher:
         for item in self._items_of(page["Items"]):
             job_id, fire_ms = item["job_id"]["S"], int(item["due_sk"]["N"])
             run_id = keys.run_id(job_id, fire_ms)
-            self._claim(item, job_id, run_id, fire_ms, now_ms)
+            self._claim(item, fire_ms, now_ms)
             body = {"job_id": job_id, "run_id": run_id, "scheduled_for_ms": fire_ms, "attempt": 1}
             messages.append(json.dumps(body, separators=(",", ":")))
         for start in range(0, len(messages), 10):
@@ -146,8 +146,7 @@ class FloorDispatcher:
                 raise RuntimeError("BatchGetItem left keys unprocessed; the floor does not retry")
         return items
 
-    def _claim(self, item: dict[str, Any], job_id: str, run_id: str, fire_ms: int, now_ms: int) -> None:
-        del job_id, run_id  # derived from the item's keys by whoever reads the run
+    def _claim(self, item: dict[str, Any], fire_ms: int, now_ms: int) -> None:
         kept = {
             "r_status": {"S": "PENDING"},
             "r_priority": item["priority"],
