@@ -14,10 +14,14 @@ from scheduler_core.domain.strict import StrictModel
 from scheduler_core.domain.target_spec import EventBridgeTarget, LambdaTarget, Target
 from scheduler_core.domain.vocabulary import (
     MAX_CATCH_UP_WINDOW_SECONDS,
+    MAX_WORKFLOW_TASKS,
     MIN_CATCH_UP_WINDOW_SECONDS,
     RUN_METADATA_KEY,
+    TASK_ID_PATTERN,
+    UPSTREAM_KEY,
     MisfirePolicy,
     Priority,
+    TriggerRule,
 )
 
 
@@ -55,12 +59,18 @@ class JobCreate(StrictModel):
     @field_validator("payload")
     @classmethod
     def _payload_leaves_the_run_key_free(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
-        # `target` is validated before `payload`, so it is here when it was valid.
-        target = info.data.get("target")
-        envelope = isinstance(target, EventBridgeTarget | LambdaTarget)
-        if envelope and isinstance(value, dict) and RUN_METADATA_KEY in value:
-            raise ValueError(f"key {RUN_METADATA_KEY!r} is where the target gets the run's ids; rename it")
-        return value
+        return _leaves_run_key_free(value, info)
+
+
+def _leaves_run_key_free(payload: JsonValue, info: ValidationInfo) -> JsonValue:
+    """An EVENTBRIDGE or LAMBDA target's object payload gets the run's ids under
+    RUN_METADATA_KEY: the key is not the payload's. (`target` is validated before `payload`,
+    so it is in `info.data` when it was valid.)"""
+    target = info.data.get("target")
+    envelope = isinstance(target, EventBridgeTarget | LambdaTarget)
+    if envelope and isinstance(payload, dict) and RUN_METADATA_KEY in payload:
+        raise ValueError(f"key {RUN_METADATA_KEY!r} is where the target gets the run's ids; rename it")
+    return payload
 
 
 class JobPatch(StrictModel):
@@ -91,3 +101,49 @@ class JobPatch(StrictModel):
     def changes(self) -> dict[str, Any]:
         """The fields the request gave, by name (a `payload` of null included)."""
         return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class TaskSpec(StrictModel):
+    """One task of a workflow: a job-like target, called once its `depends_on` tasks have
+    ended as its `trigger_rule` asks."""
+
+    task_id: str = Field(
+        pattern=TASK_ID_PATTERN, description="1-64 of A-Z a-z 0-9 _ -, unique in the workflow."
+    )
+    target: Target
+    payload: Payload = Field(
+        None,
+        description=f"An object (or none) gets {UPSTREAM_KEY!r}: its direct upstream tasks' "
+        "outputs by task id.",
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    priority: Priority = Priority.NORMAL
+    depends_on: list[str] = Field(
+        default_factory=list, max_length=MAX_WORKFLOW_TASKS - 1, description="task ids this task waits for."
+    )
+    trigger_rule: TriggerRule = Field(
+        TriggerRule.ALL_SUCCESS,
+        description="ALL_SUCCESS (default), ALL_DONE, ONE_SUCCESS, ONE_FAILED or NONE_FAILED, as in Airflow.",
+    )
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_leaves_keys_free(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        if isinstance(value, dict) and UPSTREAM_KEY in value:
+            raise ValueError(
+                f"key {UPSTREAM_KEY!r} is where the task gets its upstream tasks' outputs; rename it"
+            )
+        return _leaves_run_key_free(value, info)
+
+
+class WorkflowCreate(StrictModel):
+    """Body of `POST /v1/workflows`. The tasks' graph (unique ids, known dependencies, no
+    cycle) is checked after this, by `workflows.graph_errors`, each error naming its field."""
+
+    name: str = Field(min_length=1, max_length=200)
+    schedule: ScheduleSpec | None = Field(
+        None, description="A job's schedule; none: the workflow runs only when triggered."
+    )
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_WORKFLOW_TASKS)
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE

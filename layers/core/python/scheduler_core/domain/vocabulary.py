@@ -35,6 +35,38 @@ class Trigger(StrEnum):
     RETRY = "RETRY"
 
 
+class TriggerRule(StrEnum):
+    """When a workflow task runs, from its direct upstream tasks' ends (Airflow's meanings,
+    docs/concepts/workflows.md)."""
+
+    ALL_SUCCESS = "ALL_SUCCESS"  # every upstream task succeeded
+    ALL_DONE = "ALL_DONE"  # every upstream task ended, however
+    ONE_SUCCESS = "ONE_SUCCESS"  # one upstream task succeeded (it does not wait for the others)
+    ONE_FAILED = "ONE_FAILED"  # one upstream task failed (it does not wait for the others)
+    NONE_FAILED = "NONE_FAILED"  # every upstream task ended, none failed (skipped ones allowed)
+
+
+class TaskStatus(StrEnum):
+    """A task's status in a workflow run: waiting for its upstream tasks (PENDING, also once
+    released until its run is picked up), its run's status, or decided without a run."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"  # its rule can no longer be met; never sent
+    SKIPPED = "SKIPPED"  # its rule says it is not needed; never sent
+
+
+class WorkflowRunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
 class Overlap(StrEnum):
     """What a run due to start does when `max_running` runs of its job are running."""
 
@@ -70,3 +102,10 @@ MAX_RUN_ERROR = 2000
 
 # Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
 RUN_METADATA_KEY = "scheduler"
+
+# A workflow: how many tasks, how many dependencies in all, what a task id may be.
+MAX_WORKFLOW_TASKS = 100
+MAX_WORKFLOW_EDGES = 1_000
+TASK_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# Where a workflow task's object payload gets its direct upstream tasks' outputs.
+UPSTREAM_KEY = "upstream"
