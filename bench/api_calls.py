@@ -211,9 +211,9 @@ class RequestCounter:
         succeeded = 0
         for job_id in job_ids:
             job = self.checks.get_job(job_id)
-            if job is None or job.status is not JobStatus.COMPLETED or job.schedule.at is None:
+            if job is None or job.status is not JobStatus.COMPLETED or job.fires_by.at is None:
                 continue
-            run = self.checks.get_run(job_id, to_ms(job.schedule.at))
+            run = self.checks.get_run(job_id, to_ms(job.fires_by.at))
             succeeded += run is not None and run.status is RunStatus.SUCCEEDED
         return succeeded
 

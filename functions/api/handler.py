@@ -26,13 +26,14 @@ from scheduler_core.api import (
     version_of,
 )
 from scheduler_core.composition import default_job_service
-from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.api_shapes import JobCreate, JobPatch, WorkflowCreate
 from scheduler_core.domain.errors import SchedulerError
 from scheduler_core.domain.tenancy import tenant_of
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import StoreContention
 from scheduler_core.services.jobs import JobService
+from scheduler_core.services.workflows import WorkflowService, workflow_view
 from scheduler_core.settings import settings_from_env
 
 API_TITLE = "serverless-scheduler"
@@ -106,6 +107,12 @@ def _no_route(_: NotFoundError) -> Response[Any]:
 
 def _jobs() -> JobService:
     service: JobService = app.context["jobs"]
+    return service
+
+
+def _workflows() -> WorkflowService:
+    service = _jobs().workflows
+    assert service is not None, "the API's job service serves workflows"
     return service
 
 
@@ -231,6 +238,67 @@ def get_run(job_id: str, run_id: str) -> Response[Any]:
 )
 def retry_run(job_id: str, run_id: str) -> Response[Any]:
     return _json(202, _jobs().retry_run(_tenant(), job_id, run_id).to_api())
+
+
+# --- workflows (docs/concepts/workflows.md) ----------------------------------------------
+
+
+@app.post(
+    "/v1/workflows",
+    summary="Create a workflow",
+    description="Tasks that depend on tasks (a DAG), each with a job's target, payload, retry and "
+    "priority. A cycle, an unknown or repeated dependency or task id is a 400 naming the field. "
+    "Without a schedule, it runs only when triggered.",
+)
+def create_workflow(workflow: WorkflowCreate) -> Response[Any]:
+    return _json(HTTPStatus.CREATED, workflow_view(_workflows().create(_tenant(), workflow)))
+
+
+@app.get("/v1/workflows", summary="List your workflows, newest first")
+def list_workflows(
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query()] = None,
+    status: Annotated[JobStatus | None, Query()] = None,
+    name_prefix: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="Only workflows whose name starts with this."),
+    ] = None,
+) -> Response[Any]:
+    page = _workflows().list_workflows(_tenant(), limit, cursor, status, name_prefix)
+    return _json(200, {"items": [workflow_view(job) for job in page.items], "next_cursor": page.next_cursor})
+
+
+@app.get("/v1/workflows/<workflow_id>", summary="Get a workflow")
+def get_workflow(workflow_id: str) -> Response[Any]:
+    return _json(200, workflow_view(_workflows().get(_tenant(), workflow_id)))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/trigger",
+    summary="Run a workflow now",
+    description="One workflow run now (trigger MANUAL); the schedule is unchanged.",
+)
+def trigger_workflow(workflow_id: str) -> Response[Any]:
+    return _json(202, _workflows().trigger(_tenant(), workflow_id))
+
+
+@app.get("/v1/workflows/<workflow_id>/runs", summary="List a workflow's runs, newest first")
+def list_workflow_runs(
+    workflow_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query()] = None,
+    status: Annotated[RunStatus | None, Query()] = None,
+) -> Response[Any]:
+    items, next_cursor = _workflows().list_runs(_tenant(), workflow_id, limit, cursor, status)
+    return _json(200, {"items": items, "next_cursor": next_cursor})
+
+
+@app.get(
+    "/v1/workflows/<workflow_id>/runs/<workflow_run_id>",
+    summary="Get one workflow run, with each task's state",
+)
+def get_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
+    return _json(200, _workflows().get_run(_tenant(), workflow_id, workflow_run_id))
 
 
 @app.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)

@@ -53,13 +53,14 @@ class FakeRunTransitions(FakeTable):
         response_code: int | None = None,
         lateness_ms: int | None = None,
         complete_job: bool = False,
+        output: str | None = None,
     ) -> bool:
         with self._lock:
             stored = self._held(run, owner, slot=holds_a_slot(run))
             if stored is None:
                 return False
             changes: dict[str, Any] = {"status": status, "finished_at": now, "error": kept_error(error)}
-            changes |= {"response_code": response_code, "lateness_ms": lateness_ms}
+            changes |= {"response_code": response_code, "lateness_ms": lateness_ms, "output": output}
             self._end(stored, changes, now, complete_job, release=holds_a_slot(run))
             return True
 

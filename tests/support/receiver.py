@@ -30,6 +30,9 @@ class WebhookReceiver:
         self._gates: deque[threading.Event] = deque()
         self._lock = threading.Lock()
         self.hold_seconds = 0.0  # how long each request is held before the answer
+        # By path: the JSON body a 2xx answer carries, and statuses to answer there first.
+        self._bodies: dict[str, Any] = {}
+        self._path_statuses: dict[str, deque[int]] = {}
         self.in_flight = 0
         self.max_in_flight = 0
         receiver = self
@@ -58,10 +61,20 @@ class WebhookReceiver:
                             received_at=datetime.now(UTC),
                         )
                     )
-                    status = receiver._statuses.popleft() if receiver._statuses else 200
+                    path = self.path.split("?")[0]
+                    own = receiver._path_statuses.get(path)
+                    if own:
+                        status = own.popleft()
+                    else:
+                        status = receiver._statuses.popleft() if receiver._statuses else 200
+                    answer = b""
+                    if 200 <= status < 300 and path in receiver._bodies:
+                        answer = json.dumps(receiver._bodies[path]).encode()
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
             def do_GET(self) -> None:
                 self._handle()
@@ -93,6 +106,20 @@ class WebhookReceiver:
         """Answer the next requests with these statuses, then 200 again."""
         with self._lock:
             self._statuses.extend(statuses)
+
+    def answer_on(self, path: str, body: Any = None, statuses: tuple[int, ...] = ()) -> str:
+        """At `path` (under `url`): answer the next requests with `statuses`, then 200; a 2xx
+        answer carries `body` as JSON. The path's URL."""
+        full = f"/hook/{path}"
+        with self._lock:
+            if body is not None:
+                self._bodies[full] = body
+            self._path_statuses.setdefault(full, deque()).extend(statuses)
+        return f"{self.url}/{path}"
+
+    def at(self, path: str) -> list[Received]:
+        """The requests made to `path` (under `url`)."""
+        return [request for request in self.requests if request.path.split("?")[0] == f"/hook/{path}"]
 
     def hold_next(self, *seconds: float) -> None:
         """Hold the next requests this long each (real seconds) before answering, then

@@ -476,6 +476,7 @@ def test_a_run_already_on_the_queue_calls_the_job_as_patched(world: FakeWorld, w
     world.clock.set(fire_at)
     assert worker.deliver() == [Outcome.SUCCEEDED]
     [(called_job, _)] = world.targets.calls
+    assert called_job.target is not None
     target = called_job.target.model_dump()
     assert (target["method"], target["url"], called_job.payload) == ("PUT", f"{URL}/v2", {"n": 2})
     assert stored(world, job).status is JobStatus.COMPLETED

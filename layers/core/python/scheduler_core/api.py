@@ -75,18 +75,22 @@ def strict_json(text: str) -> Any:
 
 
 def _field_of(location: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in location if not str(p).startswith("function-")]
+    """A pydantic error's location as the field a client wrote: `schedule.at`,
+    `tasks[2].target.url` (a list's member by its index)."""
+    parts = [p for p in location if not str(p).startswith("function-")]
     if len(parts) > 1 and parts[0] == "header":  # Powertools lower-cases header names
-        return "-".join(word.capitalize() for word in parts[1].split("-"))
+        return "-".join(word.capitalize() for word in str(parts[1]).split("-"))
     if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
-    # pydantic names the member of the `target` union it tried ("target", "HTTP", "url").
-    if len(parts) > 1 and parts[0] == "target" and parts[1] in TARGET_TYPES:
-        del parts[1]
+    # pydantic names the member of a `target` union it tried ("target", "HTTP", "url").
+    parts = [p for n, p in enumerate(parts) if not (n and parts[n - 1] == "target" and p in TARGET_TYPES)]
     # ... and marks a dict key that failed ("headers", "Host", "[key]").
     if parts and parts[-1] == "[key]":
         parts.pop()
-    return ".".join(parts) or "body"
+    field = ""
+    for part in parts:
+        field += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return field.lstrip(".") or "body"
 
 
 def describe(error: dict[str, Any]) -> dict[str, str]:

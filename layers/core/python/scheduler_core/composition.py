@@ -21,6 +21,7 @@ from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import Runner, Threads
 from scheduler_core.services.redrive import DeadLetterRedriver
+from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.settings import Settings, settings_from_env
 
 
@@ -74,7 +75,8 @@ def build_dispatcher(
     )
     lifecycle = build_lifecycle(settings, clients, clock, store)
     runner = runner or Threads(settings.claim_parallelism)
-    return Dispatcher(store, queue, clock, policy, lifecycle, runner, send_batch)
+    workflows = WorkflowRunner(store, queue, clock, lifecycle)
+    return Dispatcher(store, queue, clock, policy, lifecycle, runner, send_batch, workflows)
 
 
 def build_target_access(settings: Settings) -> TargetAccess:
@@ -107,6 +109,7 @@ def build_job_service(
         build_lifecycle(settings, clients, clock, store),
         build_target_access(settings),
         build_create_once(settings, clients),
+        workflows=store,
     )
 
 
@@ -129,13 +132,16 @@ def build_run_executor(
     lifecycle: RunLifecycle | None = None,
 ) -> RunExecutor:
     store = store or build_store(settings, clients)
+    lifecycle = lifecycle or build_lifecycle(settings, clients, clock, store)
+    workflows = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
     return RunExecutor(
         store,
         targets or build_targets(settings, clients),
         clock,
         lease=timedelta(seconds=settings.run_lease_seconds),
-        lifecycle=lifecycle or build_lifecycle(settings, clients, clock, store),
+        lifecycle=lifecycle,
         heartbeat_every=timedelta(seconds=settings.heartbeat_seconds) if settings.heartbeat_seconds else None,
+        workflows=workflows,
     )
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -12,6 +12,7 @@ from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.workflows import Phase, WorkflowState
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class RunTransitions(Protocol):
         response_code: int | None = None,
         lateness_ms: int | None = None,
         complete_job: bool = False,
+        output: str | None = None,
     ) -> bool: ...
 
     def record_late_success_if_may_run_again(
@@ -245,6 +247,28 @@ class DueIndex(Protocol):
     ) -> Run | None: ...
 
 
+class WorkflowRuns(Protocol):
+    """A workflow run begun, moved on by its tasks' ends (each change conditioned on the
+    version of the phases it was computed from), ended; its task runs read together."""
+
+    def begin_workflow_run_if_held(
+        self, run: Run, owner: str, state: WorkflowState, timer: datetime
+    ) -> Run | None: ...
+
+    def advance_workflow_run_if_unchanged(
+        self,
+        run: Run,
+        phases: Mapping[str, Phase],
+        now: datetime,
+        *,
+        timer: datetime | None = None,
+        end: RunStatus | None = None,
+        complete_job: bool = False,
+    ) -> bool: ...
+
+    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]: ...
+
+
 class Watermarks(Protocol):
     """Per shard, the oldest minute bucket a poll has not drained; only ever moved forward."""
 
@@ -277,6 +301,10 @@ class Delivery:
     status_code: int | None = None
     error: str | None = None
     retryable: bool = False
+    # What the target answered, as JSON text (a workflow task's output, for the tasks after
+    # it): an HTTP 2xx body that is JSON of at most MAX_OUTPUT_BYTES, else the message or
+    # event id AWS gave; None when there is none.
+    output: str | None = None
 
 
 class TargetInvoker(Protocol):

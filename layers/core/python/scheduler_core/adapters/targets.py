@@ -28,6 +28,7 @@ from typing import Any, assert_never
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.domain import keys
 from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.target_spec import (
     EventBridgeTarget,
@@ -37,7 +38,7 @@ from scheduler_core.domain.target_spec import (
     SqsTarget,
     reserved_header_reason,
 )
-from scheduler_core.domain.vocabulary import RUN_METADATA_KEY
+from scheduler_core.domain.vocabulary import MAX_OUTPUT_BYTES, RUN_METADATA_KEY
 from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
 
@@ -146,24 +147,49 @@ def aws_failure(service: str, error: ClientError | BotoCoreError) -> Delivery:
 
 
 def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
-    """The headers every delivery carries; `Idempotency-Key` lets targets drop repeats."""
-    return {
+    """The headers every delivery carries; `Idempotency-Key` lets targets drop repeats. A
+    workflow task's also name its workflow run and task."""
+    headers = {
         "Idempotency-Key": run.run_id,
         "X-Scheduler-Job-Id": job.job_id,
         "X-Scheduler-Run-Id": run.run_id,
         "X-Scheduler-Scheduled-For": iso_or_none(run.scheduled_for) or "",
         "X-Scheduler-Attempt": str(run.attempt),
     }
+    if job.workflow_id is not None and job.task_id is not None:
+        headers["X-Scheduler-Workflow-Run-Id"] = keys.run_id(job.workflow_id, run.scheduled_for_ms)
+        headers["X-Scheduler-Task-Id"] = job.task_id
+    return headers
 
 
 def run_metadata(job: Job, run: Run) -> dict[str, Any]:
     """The run's ids, as an EVENTBRIDGE or LAMBDA target gets them under "scheduler"."""
-    return {
+    metadata: dict[str, Any] = {
         "job_id": job.job_id,
         "run_id": run.run_id,
         "scheduled_for": iso_or_none(run.scheduled_for),
         "attempt": run.attempt,
     }
+    if job.workflow_id is not None and job.task_id is not None:
+        metadata["workflow_run_id"] = keys.run_id(job.workflow_id, run.scheduled_for_ms)
+        metadata["task_id"] = job.task_id
+    return metadata
+
+
+def json_output(body: bytes) -> str | None:
+    """A 2xx answer's body as a task's output: JSON text of at most MAX_OUTPUT_BYTES, else
+    none (not JSON, too big, empty)."""
+    if not body or len(body) > MAX_OUTPUT_BYTES:
+        return None
+    try:
+        return json.dumps(json.loads(body), separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        return None
+
+
+def id_output(value: object) -> str | None:
+    """An AWS id (message, event, request) as a task's output: a JSON string."""
+    return json.dumps(value) if isinstance(value, str) and value else None
 
 
 def run_event(job: Job, run: Run) -> dict[str, Any]:
@@ -235,6 +261,8 @@ class TargetDelivery:
     def deliver(self, job: Job, run: Run) -> Delivery:
         try:
             target = job.target
+            if target is None:  # a workflow: the worker begins its runs, never delivers them
+                return Delivery(ok=False, error="a workflow has no target of its own", retryable=False)
             if isinstance(target, HttpTarget):
                 return self._deliver_http(target, job, run)
             try:
@@ -264,7 +292,8 @@ class TargetDelivery:
         request = urllib.request.Request(target.url, data=body, headers=headers, method=target.method)
         try:
             with urllib.request.urlopen(request, timeout=target.timeout_seconds) as response:
-                return Delivery(ok=True, status_code=response.status)
+                body = response.read(MAX_OUTPUT_BYTES + 1)
+                return Delivery(ok=True, status_code=response.status, output=json_output(body))
         except urllib.error.HTTPError as error:
             return Delivery(
                 ok=False,
@@ -286,8 +315,8 @@ class TargetDelivery:
         }
         if target.fifo:
             request |= _fifo_ids(job, run)
-        self._clients.sqs().send_message(**request)
-        return Delivery(ok=True)
+        reply = self._clients.sqs().send_message(**request)
+        return Delivery(ok=True, output=id_output(reply.get("MessageId")))
 
     def _deliver_sns(self, target: SnsTarget, job: Job, run: Run) -> Delivery:
         request: dict[str, Any] = {
@@ -297,8 +326,8 @@ class TargetDelivery:
         }
         if target.fifo:
             request |= _fifo_ids(job, run)
-        self._clients.sns(target.region).publish(**request)
-        return Delivery(ok=True)
+        reply = self._clients.sns(target.region).publish(**request)
+        return Delivery(ok=True, output=id_output(reply.get("MessageId")))
 
     def _deliver_eventbridge(self, target: EventBridgeTarget, job: Job, run: Run) -> Delivery:
         reply = self._clients.events(target.region).put_events(
@@ -314,7 +343,8 @@ class TargetDelivery:
         # PutEvents answers 200 and reports a refused entry in the entry itself.
         failed = [entry for entry in reply.get("Entries", []) if entry.get("ErrorCode")]
         if not failed and not reply.get("FailedEntryCount"):
-            return Delivery(ok=True)
+            entries = reply.get("Entries") or [{}]
+            return Delivery(ok=True, output=id_output(entries[0].get("EventId")))
         code = failed[0].get("ErrorCode", "") if failed else ""
         message = failed[0].get("ErrorMessage", "") if failed else "no reason given"
         return Delivery(
@@ -332,7 +362,8 @@ class TargetDelivery:
         status = reply.get("StatusCode", 0)
         # 202: Lambda queued the event. (It reports no function error for asynchronous calls.)
         if 200 <= status < 300:
-            return Delivery(ok=True)
+            request_id = reply.get("ResponseMetadata", {}).get("RequestId")
+            return Delivery(ok=True, output=id_output(request_id))
         return Delivery(
             ok=False,
             error=f"Lambda answered {status} to an asynchronous invocation",

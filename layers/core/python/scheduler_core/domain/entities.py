@@ -7,18 +7,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from scheduler_core.domain.api_shapes import TaskSpec
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.policies import ConcurrencyPolicy, Payload, RetryPolicy
 from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.target_spec import Target
 from scheduler_core.domain.vocabulary import (
     DEFAULT_CATCH_UP_WINDOW_SECONDS,
+    JobKind,
     JobStatus,
     MisfirePolicy,
     Priority,
     RunStatus,
     Trigger,
 )
+from scheduler_core.domain.workflows import WorkflowState
 
 
 class Job(BaseModel):
@@ -28,8 +31,10 @@ class Job(BaseModel):
     tenant: str
     name: str
     status: JobStatus
-    schedule: ScheduleSpec
-    target: Target
+    # None only for a workflow that runs when triggered (it has no schedule) and for a task.
+    schedule: ScheduleSpec | None = None
+    # None only for a workflow: its tasks have the targets.
+    target: Target | None = None
     payload: Payload = None
     priority: Priority
     retry: RetryPolicy
@@ -50,6 +55,19 @@ class Job(BaseModel):
     running_count: int = 0
     buffered_run_ms: int | None = None
     catch_up_queue_ms: list[int] = Field(default_factory=list)
+    # A workflow's items (docs/concepts/workflows.md): the workflow holds its tasks; each task
+    # is a job item too (`TASK`), named `{workflow_id}.{task_id}`, that its runs belong to.
+    kind: JobKind = JobKind.JOB
+    tasks: list[TaskSpec] | None = None
+    workflow_id: str | None = None
+    task_id: str | None = None
+
+    @property
+    def fires_by(self) -> ScheduleSpec:
+        """The schedule of a job whose firings are being worked out: every job has one but a
+        workflow that runs only when triggered, and a task, which never fire."""
+        assert self.schedule is not None, f"job {self.job_id} has no schedule"
+        return self.schedule
 
     @property
     def catch_up_window(self) -> timedelta:
@@ -58,15 +76,26 @@ class Job(BaseModel):
 
     def to_api(self) -> dict[str, Any]:
         body = self.model_dump(
-            mode="json", exclude={"tenant", "running_count", "buffered_run_ms", "catch_up_queue_ms"}
+            mode="json",
+            exclude={
+                "tenant",
+                "running_count",
+                "buffered_run_ms",
+                "catch_up_queue_ms",
+                "kind",
+                "tasks",
+                "workflow_id",
+                "task_id",
+            },
         )
         paused = self.status is JobStatus.PAUSED
         body["next_fire_at"] = None if paused else iso_or_none(self.next_fire_at)
         body["paused_at"] = iso_or_none(self.paused_at) if paused else None
         body["created_at"] = iso_or_none(self.created_at)
         body["updated_at"] = iso_or_none(self.updated_at)
-        for name in ("at", "start_at", "end_at"):
-            body["schedule"][name] = iso_or_none(getattr(self.schedule, name))
+        if self.schedule is not None:
+            for name in ("at", "start_at", "end_at"):
+                body["schedule"][name] = iso_or_none(getattr(self.schedule, name))
         return body
 
 
@@ -106,6 +135,10 @@ class Run(BaseModel):
     # Where the store keeps the run: with its job (a one-off's scheduled run, so that its
     # claim, start and end each write one item) or on its own. A hint for the store only.
     with_job: bool = False
+    # A workflow run (a run of a WORKFLOW job), once begun: its tasks' graph and phases.
+    workflow: WorkflowState | None = None
+    # A task's run that succeeded: what its target answered (JSON text), for the tasks after it.
+    output: str | None = None
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -128,6 +161,8 @@ class Run(BaseModel):
                 "delivered_at",
                 "delivered_code",
                 "with_job",
+                "workflow",
+                "output",
             },
         )
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):

@@ -29,6 +29,8 @@ def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None
 
 
 def following_firing(job: Job, fire_at: datetime) -> datetime | None:
+    if job.schedule is None:
+        return None  # a workflow that runs only when triggered
     try:
         return next_fire_after(job.schedule, job.created_at, fire_at)
     except NeverFires:

@@ -21,6 +21,16 @@ def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
 
 
+def workflows_of(tenant: str) -> str:
+    """Where a tenant's workflows are listed in the tenant index (its jobs are under `tenant`)."""
+    return f"WORKFLOWS#{tenant}"
+
+
+def task_job_id(workflow_id: str, task_id: str) -> str:
+    """The job item a workflow's task runs belong to (a task id holds no dot)."""
+    return f"{workflow_id}.{task_id}"
+
+
 def run_sk(scheduled_for_ms: int) -> str:
     return f"{RUN_SK_PREFIX}{scheduled_for_ms:013d}"
 

@@ -28,6 +28,7 @@ class Outcome(StrEnum):
     LEASE_LOST = "LEASE_LOST"  # another attempt owns the run now; our result is discarded
     SKIPPED = "SKIPPED"  # the job's running slots were taken (overlap): the target was not called
     BUFFERED = "BUFFERED"  # waits for a running slot (overlap BUFFER_ONE); acknowledged
+    BEGUN = "BEGUN"  # a workflow run began: its first tasks were released
 
 
 def waits_for(run: Run, message: RunMessage) -> bool:

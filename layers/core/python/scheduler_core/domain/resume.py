@@ -125,7 +125,7 @@ def _own_runs_for_missed(
     if starts:
         firings.update(
             misfire.due_firings(
-                job.schedule, job.created_at, min(starts), now, job.misfire, job.catch_up_window
+                job.fires_by, job.created_at, min(starts), now, job.misfire, job.catch_up_window
             )
         )
     firings.update(run.scheduled_for for run in waiting)

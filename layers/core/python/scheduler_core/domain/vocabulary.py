@@ -12,6 +12,16 @@ class Priority(StrEnum):
     LOW = "LOW"
 
 
+class JobKind(StrEnum):
+    """What a job item is: a job of the jobs API, a workflow (its firings are workflow runs),
+    or one task of a workflow (its runs are the task's, one per workflow run; never listed,
+    never fired by a schedule of its own)."""
+
+    JOB = "JOB"
+    WORKFLOW = "WORKFLOW"
+    TASK = "TASK"
+
+
 class JobStatus(StrEnum):
     SCHEDULED = "SCHEDULED"
     PAUSED = "PAUSED"
@@ -107,5 +117,7 @@ RUN_METADATA_KEY = "scheduler"
 MAX_WORKFLOW_TASKS = 100
 MAX_WORKFLOW_EDGES = 1_000
 TASK_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# The largest output a workflow task keeps (its target's JSON answer, in bytes).
+MAX_OUTPUT_BYTES = 64 * 1024
 # Where a workflow task's object payload gets its direct upstream tasks' outputs.
 UPSTREAM_KEY = "upstream"

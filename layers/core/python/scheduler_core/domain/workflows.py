@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from pydantic import BaseModel
+
 from scheduler_core.domain.errors import field_error
 from scheduler_core.domain.vocabulary import (
     MAX_WORKFLOW_EDGES,
@@ -40,6 +42,24 @@ ENDED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, Phase.UPSTREA
 # What a task's run can end as (the rest are decided by the rules).
 RUN_OUTCOMES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
 _FAILED = frozenset({Phase.FAILED, Phase.UPSTREAM_FAILED})
+
+
+class TaskNode(BaseModel):
+    """A task as its workflow run's graph holds it: its place in the graph, not its target."""
+
+    task_id: str
+    depends_on: list[str] = []
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+
+
+class WorkflowState(BaseModel):
+    """What a workflow run records once begun: its tasks' graph as it was then (a change of
+    the workflow applies to later runs), each task's phase, and a version every change of
+    the phases is conditioned on (the join: a conditional write, not a read-then-write)."""
+
+    graph: list[TaskNode]
+    phases: dict[str, Phase]
+    version: int = 1
 
 
 class TaskLike(Protocol):
@@ -212,6 +232,10 @@ class Step:
     @property
     def changed(self) -> bool:
         return bool(self.released or self.decided)
+
+    def then(self, after: Step) -> Step:
+        """This change followed by `after` (computed from this one's phases), as one."""
+        return Step(after.phases, (*self.released, *after.released), {**self.decided, **after.decided})
 
 
 def settle(graph: Graph, phases: Mapping[str, Phase]) -> Step:

@@ -33,6 +33,7 @@ from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
+from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
@@ -89,10 +90,13 @@ class Dispatcher:
         lifecycle: RunLifecycle,
         runner: Runner | None = None,
         send_batch: int = SEND_BATCH,
+        workflows: WorkflowRunner | None = None,
     ) -> None:
         """`send_batch`: how many claimed runs of one priority a poll sends at a time (a
         simulation that runs a sample of the jobs sends each as it is claimed: each stands
-        for many whose batches fill at once)."""
+        for many whose batches fill at once). `workflows`: the watchdog of workflow runs
+        (none: a store that holds none)."""
+        self._workflows = workflows
         self._store = store
         self._queue = queue
         self._clock = clock
@@ -129,7 +133,7 @@ class Dispatcher:
         ):
             fire_at = missed.popleft() if missed else job.next_fire_at
             following = following_firing(job, fire_at)
-            starts_at = jittered(job.schedule, job.job_id, fire_at, following)
+            starts_at = jittered(job.fires_by, job.job_id, fire_at, following)
             # The run's timer: if it has not started by then, its message is sent again (or,
             # jittered beyond what SQS can delay, first sent then).
             due_at, _ = self._lifecycle.send_plan(starts_at, now)
@@ -155,7 +159,7 @@ class Dispatcher:
         oldest first, as its misfire policy says (none: the others are skipped)."""
         assert job.next_fire_at is not None
         chosen = misfire.firings_to_run(
-            job.schedule, job.created_at, job.next_fire_at, now, job.misfire, job.catch_up_window
+            job.fires_by, job.created_at, job.next_fire_at, now, job.misfire, job.catch_up_window
         )
         if not chosen and job.misfire is MisfirePolicy.FIRE_ONCE:
             chosen = [job.next_fire_at]  # fire once, never drop: the firing it was waiting for
@@ -219,7 +223,7 @@ class Dispatcher:
     def missed_run(self, job: Job, fire_at: datetime, now: datetime) -> Run:
         """The run of a past firing `fire_at` made outside a claim (a resume that catches up),
         with its timer as a claim would set it; send it with `enqueue`."""
-        starts_at = jittered(job.schedule, job.job_id, fire_at, following_firing(job, fire_at))
+        starts_at = jittered(job.fires_by, job.job_id, fire_at, following_firing(job, fire_at))
         due_at, _ = self._lifecycle.send_plan(starts_at, now)
         return scheduled_run(job, fire_at, starts_at).model_copy(
             update={"due_at": due_at, "caught_up": queues_when_caught_up(job)}
@@ -373,6 +377,8 @@ class Dispatcher:
     def _watch_or_log(self, run: Run, now: datetime) -> str | None:
         """What the watchdog did with one run; None if contention left it for a later poll."""
         try:
+            if run.workflow is not None and self._workflows is not None:
+                return self._workflows.reconcile(run, now)
             return self._lifecycle.watch(run, now)
         except StoreContention:
             return None

@@ -31,7 +31,7 @@ from scheduler_core.domain.outcomes import (
     goes_on_while_paused,
     waits_for,
 )
-from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import (
     Delivery,
@@ -43,6 +43,7 @@ from scheduler_core.services.admission import RunAdmission, duplicate
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.heartbeat import heartbeat
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
+from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
 # throttled (16 s in all): given up, the run's next attempt would call the target again.
@@ -67,8 +68,12 @@ class RunExecutor:
         lifecycle: RunLifecycle,
         max_early: timedelta = timedelta(seconds=10),
         heartbeat_every: timedelta | None = None,
+        workflows: WorkflowRunner | None = None,
     ) -> None:
+        """`workflows`: how a workflow run begins and a task's end moves its workflow run on
+        (none: this worker runs jobs only)."""
         self._store = store
+        self._workflows = workflows
         self._targets = targets
         self._clock = clock
         self._lease = lease
@@ -118,11 +123,15 @@ class RunExecutor:
         else:
             current = fenced
         if current is None or current.status is JobStatus.CANCELLED:
-            self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now())
+            if self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now()):
+                self._task_ended(current, run, RunStatus.CANCELLED)
             logger.info(
                 RUN_FINISHED, extra=context | {"status": "CANCELLED", "error": "its job was cancelled"}
             )
             return Outcome.CANCELLED
+        if current.kind is JobKind.WORKFLOW:
+            assert self._workflows is not None, "a worker that gets workflow runs begins them"
+            return self._workflows.begin(current, run, owner)
 
         called_at = self._clock.now()
         # Lateness is the run's: how late its first call was, not its retries', measured from
@@ -135,9 +144,18 @@ class RunExecutor:
             logger.info("success of an earlier attempt reused; target not called again", extra=context)
             delivery = Delivery(ok=True, status_code=run.delivered_code)
         else:
+            delivered = self._workflows.with_upstream(current, run) if self._workflows else current
             with heartbeat(self._store, self._clock, run, owner, self._lease, self._heartbeat_every, lease):
-                delivery = self._targets.deliver(current, run)  # the job as it is now, not at claim time
-        return self._record(current, run, owner, delivery, lateness_ms, context)
+                delivery = self._targets.deliver(delivered, run)  # the job as it is now, not at claim time
+        outcome = self._record(current, run, owner, delivery, lateness_ms, context)
+        if outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+            self._task_ended(current, run, RunStatus(outcome))
+        return outcome
+
+    def _task_ended(self, job: Job | None, run: Run, status: RunStatus) -> None:
+        """A workflow task's run ended: its workflow run moves on (the join)."""
+        if job is not None and job.kind is JobKind.TASK and self._workflows is not None:
+            self._workflows.task_run_ended(job, run, status)
 
     def _unless_paused(
         self, current: Job | None, run: Run, owner: str, context: dict[str, object]
@@ -222,6 +240,7 @@ class RunExecutor:
                     delivery.status_code,
                     lateness_ms,
                     complete_job=is_last(job, run),
+                    output=delivery.output if job.kind is JobKind.TASK else None,
                 ),
                 context,
             ):

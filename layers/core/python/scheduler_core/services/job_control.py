@@ -251,7 +251,7 @@ class JobControl:
     def _reschedule(self, job: Job, now: datetime) -> tuple[Job, list[Run]]:
         """`job` with its new schedule's first firing after now that no run holds yet (one
         already claimed keeps its place), and the runs claimed for times it does not fire at."""
-        first = self._first_firing(job.schedule, job.created_at, now)
+        first = self._first_firing(job.fires_by, job.created_at, now)
         claimed = self._store.recent_runs(job.job_id, CLAIMED_WINDOW, after=min(first, now) - _ONE_MS)
         taken = {run.scheduled_for for run in claimed}
         next_fire_at: datetime | None = first

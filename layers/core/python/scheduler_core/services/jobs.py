@@ -26,13 +26,14 @@ from scheduler_core.domain.errors import (
 )
 from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at
 from scheduler_core.domain.target_access import TargetAccess
-from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow
 from scheduler_core.observability import logger
 from scheduler_core.ports import CreateOnce, CursorNotValid, KeyInUse, KeyReused, Page
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.workflows import WorkflowService, WorkflowServiceStore
 
 # The namespace of the job ids that idempotency keys give (uuid5 of tenant and key).
 _IDEMPOTENCY_KEYS = uuid.UUID("5f0b7d3e-8a51-4c1e-9a63-1d2f6e4c8b70")
@@ -84,7 +85,9 @@ class JobService:
         lifecycle: RunLifecycle,
         targets: TargetAccess | None = None,
         creates: CreateOnce | None = None,
+        workflows: WorkflowServiceStore | None = None,
     ) -> None:
+        """`workflows`: the store of the workflows API (`self.workflows`), when it serves one."""
         self._store = store
         # Creates sent with an Idempotency-Key; None: the header is not honoured (some tests).
         self._creates = creates
@@ -95,6 +98,11 @@ class JobService:
         # forge run messages or API requests), only what its IAM grants allow.
         self._targets = targets or TargetAccess()
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._check_request, first_firing)
+        self.workflows = (
+            WorkflowService(workflows, self._control, dispatcher, clock, self._targets, first_firing)
+            if workflows is not None
+            else None
+        )
 
     def _check_request(self, request: JobCreate) -> None:
         """What a job's fields cannot say alone, for a create and for a patch alike."""
@@ -184,7 +192,7 @@ class JobService:
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self._store.get_job(job_id)
-        if job is None or job.tenant != tenant:
+        if job is None or job.tenant != tenant or job.kind is not JobKind.JOB:
             raise NotFound(f"job '{job_id}' not found")
         return job
 

@@ -27,7 +27,7 @@ from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.messages import MAX_DELAY_SECONDS, DeadLetter, run_message
 from scheduler_core.domain.retry import attempts_left, backoff
 from scheduler_core.domain.schedule import next_fire_after
-from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
 from scheduler_core.domain.wallclock import NeverFires
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobRecords, RunningSlots, RunQueue, RunRecords, RunRef, RunTransitions
@@ -337,12 +337,14 @@ def is_last(job: Job, run: Run | None = None) -> bool:
     firing's (see docs/concepts/schedules.md, "Windows", and job-control.md, "Trigger")."""
     if job.next_fire_at is not None or (run is not None and run.trigger is Trigger.MANUAL):
         return False
+    if job.kind is JobKind.TASK or job.schedule is None:
+        return False  # a task never completes; nor a workflow that runs only when triggered
     return run is None or _no_firing_after(job, run)
 
 
 def _no_firing_after(job: Job, run: Run) -> bool:
     try:
-        return next_fire_after(job.schedule, job.created_at, run.scheduled_for) is None
+        return next_fire_after(job.fires_by, job.created_at, run.scheduled_for) is None
     except NeverFires:
         return True
 

@@ -13,7 +13,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.vocabulary import JobStatus, Trigger
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, Trigger
+from scheduler_core.domain.workflows import WorkflowState
 
 # The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
 CATCH_UP_QUEUE = "catch_up_ms"
@@ -33,6 +34,9 @@ RUN_ATTRIBUTES = (
     "lease_until_ms", "lease_owner", "slot", "finished_at_ms", "error", "response_code",
     "lateness_ms", "delivered_at_ms", "delivered_code",
 )  # fmt: skip
+# What only a run of its own holds (never kept with its job): a workflow run's graph, phases
+# and their version; a task's output.
+WORKFLOW_RUN_ATTRIBUTES = ("workflow", "wf_version", "output")
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -84,7 +88,7 @@ class ItemCodec:
             "pk": keys.job_pk(job.job_id),
             "sk": keys.JOB_SK,
             "job_id": job.job_id,
-            "tenant": job.tenant,
+            **self._listed(job),
             "created_key": f"{to_ms(job.created_at):013d}#{job.job_id}",
             "name": job.name,
             "status": str(job.status),
@@ -104,6 +108,9 @@ class ItemCodec:
                         "concurrency",
                         "misfire",
                         "catch_up_window_seconds",
+                        "tasks",
+                        "workflow_id",
+                        "task_id",
                     },
                     # Absent is None (each such field's default): every byte of the item is
                     # paid for on each write of it, the runs' its item keeps included.
@@ -128,6 +135,18 @@ class ItemCodec:
         return to_item(values)
 
     @staticmethod
+    def _listed(job: Job) -> dict[str, Any]:
+        """Where the tenant index lists a job item (`tenant`, its key): a job under its tenant,
+        a workflow under `keys.workflows_of` its tenant, a task nowhere (`tenant_id` then holds
+        the tenant)."""
+        if job.kind is JobKind.JOB:
+            return {"tenant": job.tenant}
+        listed = {"kind": str(job.kind), "tenant_id": job.tenant}
+        if job.kind is JobKind.WORKFLOW:
+            listed["tenant"] = keys.workflows_of(job.tenant)
+        return listed
+
+    @staticmethod
     def job_from_item(item: Mapping[str, Any]) -> Job:
         raw = from_item(item)
         spec = json.loads(raw["spec"])
@@ -137,7 +156,8 @@ class ItemCodec:
             {
                 **spec,
                 "job_id": raw["job_id"],
-                "tenant": raw["tenant"],
+                "tenant": raw.get("tenant_id", raw.get("tenant")),
+                "kind": raw.get("kind", str(JobKind.JOB)),
                 "name": raw["name"],
                 "status": raw["status"],
                 "priority": raw["priority"],
@@ -169,6 +189,8 @@ class ItemCodec:
                 "next_attempt_at_ms": to_ms(run.next_attempt_at) if run.next_attempt_at else None,
                 "caught_up": True if run.caught_up else None,
                 "created_at_ms": to_ms(now),
+                **self.workflow_attributes(run.workflow),
+                "output": run.output,
                 "expires_at": self.expiry(run.scheduled_for),
                 **(self.due_attributes(run.job_id, run.due_at) if run.due_at else {}),
             }
@@ -221,6 +243,15 @@ class ItemCodec:
             own |= to_item(self.due_attributes(job_id, from_ms(int(item[WITH_JOB_TIMER]["N"]))))
         return own
 
+    @staticmethod
+    def workflow_attributes(state: WorkflowState | None) -> dict[str, Any]:
+        """A begun workflow run's graph and phases (one JSON text: they are written whole),
+        and the version its joins are conditioned on (`wf_version`)."""
+        if state is None:
+            return {}
+        text = state.model_dump_json(include={"graph", "phases"}, exclude_defaults=True)
+        return {"workflow": text, "wf_version": state.version}
+
     def due_attributes(self, job_id: str, when: datetime) -> dict[str, Any]:
         """The due index keys that make the poller look at a job's item at `when`."""
         when_ms = to_ms(when)
@@ -258,6 +289,14 @@ class ItemCodec:
             caught_up=bool(raw.get("caught_up", False)),
             delivered_at=time_of("delivered_at_ms"),
             delivered_code=int(raw["delivered_code"]) if "delivered_code" in raw else None,
+            workflow=(
+                WorkflowState.model_validate_json(raw["workflow"]).model_copy(
+                    update={"version": int(raw["wf_version"])}
+                )
+                if "workflow" in raw
+                else None
+            ),
+            output=raw.get("output"),
         )
 
     def run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.vocabulary import Trigger
+from scheduler_core.domain.vocabulary import JobKind, Trigger
 from scheduler_core.observability import logger
 from scheduler_core.ports import DueItems, StoreContention
 
@@ -121,11 +121,13 @@ class DueIndexTable(TransactionalWrites):
         (`job.next_fire_at`) to `next_fire_at` (or out of the due index) if nobody changed it
         since we read it, and create the run if it does not exist yet. With `catch_up`, the run
         joins the end of the job's catch-up queue (a missed firing caught up: it waits its turn
-        for a running slot). The job's last firing is kept on its item (`_claim_with_job`:
-        one write); any other in one transaction with its run's own item. The run as claimed;
-        None: another poller or an API call won."""
+        for a running slot). A job's last firing is kept on its item (`_claim_with_job`: one
+        write); any other, and a workflow's, in one transaction with its run's own item
+        (a workflow run's phases live there). The run as claimed; None: another poller or
+        an API call won."""
         assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
-        if next_fire_at is None and not catch_up and run.trigger is Trigger.SCHEDULE:
+        last = next_fire_at is None and not catch_up and run.trigger is Trigger.SCHEDULE
+        if last and job.kind is JobKind.JOB:
             claimed = self._claim_with_job(job, run, now)
             if claimed is None or isinstance(claimed, Run):
                 return claimed

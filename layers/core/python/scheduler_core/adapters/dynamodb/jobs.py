@@ -24,7 +24,9 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
-_IMMUTABLE_JOB_ATTRIBUTES = frozenset({"pk", "sk", "job_id", "tenant", "created_key", "created_at_ms"})
+_IMMUTABLE_JOB_ATTRIBUTES = frozenset(
+    {"pk", "sk", "job_id", "tenant", "tenant_id", "kind", "created_key", "created_at_ms"}
+)
 _OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
 
 

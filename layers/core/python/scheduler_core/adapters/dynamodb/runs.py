@@ -8,6 +8,7 @@ from datetime import datetime
 
 from scheduler_core.adapters.dynamodb.codec import (
     RUN_ATTRIBUTES,
+    WORKFLOW_RUN_ATTRIBUTES,
     holds_run_with_job,
     to_item,
     with_job_attributes,
@@ -29,7 +30,14 @@ from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
 
 # What `get_run` reads of both items: a run of its own, and a run kept on its job's item.
-_RUN_READ = ("run_id", "job_id", *RUN_ATTRIBUTES, "due_sk", *with_job_attributes())
+_RUN_READ = (
+    "run_id",
+    "job_id",
+    *RUN_ATTRIBUTES,
+    "due_sk",
+    *WORKFLOW_RUN_ATTRIBUTES,
+    *with_job_attributes(),
+)
 
 
 class RunsTable(TransactionalWrites):
@@ -116,11 +124,13 @@ class RunsTable(TransactionalWrites):
         response_code: int | None = None,
         lateness_ms: int | None = None,
         complete_job: bool = False,
+        output: str | None = None,
     ) -> bool:
         """RUNNING → `status` (SUCCEEDED, FAILED, CANCELLED) only for the attempt `owner` holds;
         False if the lease was lost to another attempt (a slow worker cannot finish the run).
         `lateness_ms`: how late the target was called. `complete_job`: this was the job's
-        last run; the job becomes COMPLETED in the same transaction."""
+        last run; the job becomes COMPLETED in the same transaction. `output`: a workflow
+        task's output (JSON text), kept for the tasks after it."""
         request = self._run_update(
             run.job_id,
             run.scheduled_for_ms,
@@ -131,6 +141,7 @@ class RunsTable(TransactionalWrites):
                 "error": error[:MAX_RUN_ERROR] if error else None,
                 "response_code": response_code,
                 "lateness_ms": lateness_ms,
+                "output": output,
             },
             HELD_BY_OWNER + (f" AND {HOLDS_SLOT}" if holds_slot(run) else ""),
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},

@@ -16,9 +16,17 @@ from scheduler_core.adapters.dynamodb.runs import RunsTable
 from scheduler_core.adapters.dynamodb.slots import SlotsTable
 from scheduler_core.adapters.dynamodb.timers import RunTimersTable
 from scheduler_core.adapters.dynamodb.watermarks import WatermarksTable
+from scheduler_core.adapters.dynamodb.workflows import WorkflowRunsTable
 
 
 class DynamoJobStore(
-    JobRecordsTable, ListingTable, DueIndexTable, WatermarksTable, RunsTable, RunTimersTable, SlotsTable
+    JobRecordsTable,
+    ListingTable,
+    DueIndexTable,
+    WatermarksTable,
+    RunsTable,
+    RunTimersTable,
+    SlotsTable,
+    WorkflowRunsTable,
 ):
     """`JobStore` on one DynamoDB table."""

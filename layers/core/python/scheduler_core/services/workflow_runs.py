@@ -1,0 +1,265 @@
+"""Workflow runs on the scheduler's own machinery (docs/concepts/workflows.md): a workflow run
+is a run of its WORKFLOW job, claimed, queued, started and counted against the workflow's
+concurrency like any run; once started, the worker begins it (its first tasks released)
+instead of calling a target. Each task's run is a run of the task's own job item, delivered,
+retried, dead-lettered and fenced like any run. When a task's run ends, the workflow run's
+phases move on by a write conditioned on the version they were read at (the join), and the
+tasks that change released get their runs. The workflow run's timer has the poller look at
+it (`reconcile`) every RECHECK while it runs, so a worker that died between a task's end and
+the join, or between the join and a release, leaves nothing stuck.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.vocabulary import UPSTREAM_KEY, JobKind, RunStatus, WorkflowRunStatus
+from scheduler_core.domain.workflows import (
+    Graph,
+    Phase,
+    Step,
+    TaskNode,
+    WorkflowState,
+    begin,
+    run_status,
+    settle,
+    task_ended,
+)
+from scheduler_core.observability import logger, metrics
+from scheduler_core.ports import JobRecords, RunQueue, RunRecords, StoreContention, WorkflowRuns
+from scheduler_core.services.lifecycle import RunLifecycle, is_last
+
+# How often the poller looks at a workflow run that is still running (see the module's doc).
+RECHECK = timedelta(minutes=2)
+# How often a join is computed again when another one changed the workflow run first.
+JOIN_TRIES = 25
+# What a task's run ends as, as its workflow run records it.
+_OUTCOMES = {
+    RunStatus.SUCCEEDED: Phase.SUCCEEDED,
+    RunStatus.FAILED: Phase.FAILED,
+    RunStatus.CANCELLED: Phase.CANCELLED,
+    RunStatus.SKIPPED: Phase.CANCELLED,  # a task's job never skips for overlap: only if told to
+}
+
+
+class WorkflowStore(JobRecords, RunRecords, WorkflowRuns, Protocol):
+    """The ports of the jobs table the workflow runs use."""
+
+
+def graph_of(state: WorkflowState) -> Graph:
+    return Graph.of(state.graph)
+
+
+def task_ref(run: Run) -> tuple[str, str] | None:
+    """(workflow id, task id) of a task's run, from its job id; None for any other run."""
+    workflow_id, dot, task_id = run.job_id.rpartition(".")
+    return (workflow_id, task_id) if dot else None
+
+
+class WorkflowRunner:
+    def __init__(self, store: WorkflowStore, queue: RunQueue, clock: Clock, lifecycle: RunLifecycle) -> None:
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._lifecycle = lifecycle
+
+    # --- the worker: a workflow run starts ------------------------------------------------
+
+    def begin(self, workflow: Job, run: Run, owner: str) -> Outcome:
+        """The worker started a workflow run's attempt (`owner`): record its graph and
+        phases, give its lease up, release its first tasks."""
+        assert workflow.tasks, "a workflow has tasks"
+        nodes = [
+            TaskNode(task_id=task.task_id, depends_on=task.depends_on, trigger_rule=task.trigger_rule)
+            for task in workflow.tasks
+        ]
+        step = begin(Graph.of(nodes))
+        now = self._clock.now()
+        begun = self._store.begin_workflow_run_if_held(
+            run, owner, WorkflowState(graph=nodes, phases=dict(step.phases)), now + RECHECK
+        )
+        if begun is None:
+            return Outcome.LEASE_LOST
+        logger.info("workflow run begun", extra=_context(begun) | {"released": list(step.released)})
+        metrics.add_metric(name="WorkflowRunsBegun", unit="Count", value=1)
+        self._release(begun, step.released, now)
+        return Outcome.BEGUN
+
+    # --- the worker: a task's run ended -------------------------------------------------
+
+    def task_run_ended(self, task: Job, run: Run, status: RunStatus) -> None:
+        """A task's run ended as `status`: its workflow run moves on (the join). Told twice, or
+        after the poller's `reconcile` told it, it changes nothing. A join that keeps losing
+        to others, or fails, is left to the workflow run's timer (logged)."""
+        outcome = _OUTCOMES.get(status)
+        if outcome is None or task.workflow_id is None or task.task_id is None:
+            return
+        try:
+            self._join(task.workflow_id, run.scheduled_for_ms, {task.task_id: outcome})
+        except Exception:
+            logger.exception(
+                "join failed; the workflow run's timer picks it up",
+                extra={"workflow_id": task.workflow_id, "task_id": task.task_id, "run_id": run.run_id},
+            )
+
+    def _join(self, workflow_id: str, scheduled_ms: int, ended: dict[str, Phase]) -> None:
+        for _ in range(JOIN_TRIES):
+            workflow_run = self._store.get_run(workflow_id, scheduled_ms)
+            if workflow_run is None or workflow_run.workflow is None:
+                return  # gone (TTL) or never begun: nothing waits on it
+            state = workflow_run.workflow
+            step = Step(dict(state.phases))
+            graph = graph_of(state)
+            for task_id, outcome in ended.items():
+                after = task_ended(graph, step.phases, task_id, outcome)
+                step = Step(
+                    after.phases, (*step.released, *after.released), {**step.decided, **after.decided}
+                )
+            if not step.changed:
+                return
+            if self._advance(workflow_run, step):
+                return
+        raise StoreContention(f"workflow run {keys.run_id(workflow_id, scheduled_ms)} kept changing")
+
+    def _advance(self, workflow_run: Run, step: Step) -> bool:
+        """Write the workflow run's phases after `step` (conditioned on the version read),
+        then give the released tasks their runs; the run ends when nothing is left to run.
+        False if someone else changed it first."""
+        now = self._clock.now()
+        status = run_status(step.phases)
+        if status is WorkflowRunStatus.RUNNING:
+            if not self._store.advance_workflow_run_if_unchanged(
+                workflow_run, step.phases, now, timer=now + RECHECK
+            ):
+                return False
+        else:
+            workflow = self._store.get_job(workflow_run.job_id)
+            if not self._store.advance_workflow_run_if_unchanged(
+                workflow_run,
+                step.phases,
+                now,
+                end=RunStatus(status),
+                complete_job=workflow is not None and is_last(workflow, workflow_run),
+            ):
+                return False
+            logger.info(
+                "workflow run finished",
+                extra=_context(workflow_run) | {"status": str(status), "phases": dict(step.phases)},
+            )
+            metrics.add_metric(name=f"WorkflowRuns{status.title()}", unit="Count", value=1)
+            self._lifecycle.wake_next_in_line(workflow, workflow_run)
+        if step.decided:
+            logger.info(
+                "workflow tasks decided",
+                extra=_context(workflow_run) | {"decided": {t: str(p) for t, p in step.decided.items()}},
+            )
+        self._release(workflow_run, step.released, now)
+        return True
+
+    def _release(self, workflow_run: Run, task_ids: tuple[str, ...] | list[str], now: datetime) -> None:
+        """Give each released task its run (if it has none yet) and send it. A send that fails
+        leaves the run's timer to the poller; a run not made (a crash before) is made by the
+        workflow run's `reconcile`."""
+        if not task_ids:
+            return
+        assert workflow_run.workflow is not None
+        priorities = self._priorities(workflow_run.job_id)
+        made: list[Run] = []
+        for task_id in task_ids:
+            run = self._task_run(workflow_run, task_id, priorities.get(task_id), now)
+            if self._store.put_run_if_absent(run, now):
+                made.append(run)
+        if made:
+            self._queue.send_runs(made)
+
+    def _priorities(self, workflow_id: str) -> dict[str, Any]:
+        workflow = self._store.get_job(workflow_id)
+        return {task.task_id: task.priority for task in (workflow.tasks or [])} if workflow else {}
+
+    def _task_run(self, workflow_run: Run, task_id: str, priority: Any, now: datetime) -> Run:
+        job_id = keys.task_job_id(workflow_run.job_id, task_id)
+        return Run(
+            run_id=keys.run_id(job_id, workflow_run.scheduled_for_ms),
+            job_id=job_id,
+            status=RunStatus.PENDING,
+            trigger=workflow_run.trigger,
+            scheduled_for=workflow_run.scheduled_for,
+            # Due when released: its lateness counts from then, not from the workflow run's time.
+            next_attempt_at=now if now != workflow_run.scheduled_for else None,
+            priority=priority or workflow_run.priority,
+            due_at=self._lifecycle.sent_timer(now, now),
+        )
+
+    # --- the poller: a workflow run's timer is up -----------------------------------------
+
+    def reconcile(self, workflow_run: Run, now: datetime) -> str:
+        """The watchdog of a begun workflow run: the ends of released tasks not joined yet are
+        joined, released tasks with no run get one, and the timer moves on RECHECK (or the
+        run ends). What was done, for the poll report."""
+        state = workflow_run.workflow
+        assert state is not None, "only a begun workflow run is reconciled"
+        graph = graph_of(state)
+        released = [task for task, phase in state.phases.items() if phase is Phase.RELEASED]
+        runs = self._store.get_runs(
+            [
+                (keys.task_job_id(workflow_run.job_id, task), workflow_run.scheduled_for_ms)
+                for task in released
+            ]
+        )
+        step = settle(graph, state.phases)  # a rule nobody applied yet (none, but cheap to be sure)
+        missing: list[str] = []
+        for task, run in zip(released, runs, strict=True):
+            if run is None:
+                missing.append(task)
+            elif run.status in _OUTCOMES:
+                after = task_ended(graph, step.phases, task, _OUTCOMES[run.status])
+                step = Step(
+                    after.phases, (*step.released, *after.released), {**step.decided, **after.decided}
+                )
+        if step.changed:
+            found = "joined"
+        elif missing:
+            found = "released"
+        else:
+            found = "running"
+        if not self._advance(workflow_run, step):
+            return "lost_race"
+        self._release(workflow_run, tuple(missing), now)
+        if found != "running":
+            logger.warning(
+                "workflow run caught up by its timer",
+                extra=_context(workflow_run) | {"joined": dict(step.decided), "released": missing},
+            )
+        return f"workflow_{found}"
+
+    # --- the worker: a task's delivery ------------------------------------------------------
+
+    def with_upstream(self, task: Job, run: Run) -> Job:
+        """The task as delivered: an object payload (or none) gets `upstream`, its direct
+        upstream tasks' outputs by task id (null where a task has none), as this workflow
+        run's graph has them."""
+        if task.kind is not JobKind.TASK or task.workflow_id is None or task.task_id is None:
+            return task
+        if task.payload is not None and not isinstance(task.payload, dict):
+            return task
+        workflow_run = self._store.get_run(task.workflow_id, run.scheduled_for_ms)
+        nodes = workflow_run.workflow.graph if workflow_run and workflow_run.workflow else []
+        parents = next((node.depends_on for node in nodes if node.task_id == task.task_id), [])
+        upstream_runs = self._store.get_runs(
+            [(keys.task_job_id(task.workflow_id, parent), run.scheduled_for_ms) for parent in parents]
+        )
+        outputs = {
+            parent: json.loads(upstream.output) if upstream is not None and upstream.output else None
+            for parent, upstream in zip(parents, upstream_runs, strict=True)
+        }
+        return task.model_copy(update={"payload": {**(task.payload or {}), UPSTREAM_KEY: outputs}})
+
+
+def _context(run: Run) -> dict[str, object]:
+    return {"workflow_id": run.job_id, "workflow_run_id": run.run_id}

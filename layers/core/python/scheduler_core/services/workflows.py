@@ -1,0 +1,234 @@
+"""The workflows API's use cases (docs/concepts/workflows.md): create a workflow (its item and
+one job item per task), read and list workflows, trigger one, read its runs with each task's
+state. A workflow is a job item of kind WORKFLOW: its schedule, claims, triggers and
+concurrency are a job's; how its runs move on is `workflow_runs`.
+
+Tenancy as for jobs: another tenant's workflow is a missing one (404)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from scheduler_core.domain import keys
+from scheduler_core.domain.api_shapes import TaskSpec, WorkflowCreate
+from scheduler_core.domain.clock import Clock
+from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.errors import InvalidRequest, NotFound, SchedulerError
+from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
+from scheduler_core.domain.target_access import TargetAccess
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, Overlap, Priority, RunStatus, TaskStatus
+from scheduler_core.domain.workflows import Phase, graph_errors, task_status
+from scheduler_core.observability import logger
+from scheduler_core.ports import JobRecords, Listing, Page, RunRecords, WorkflowRuns
+from scheduler_core.services.dispatch import Dispatcher
+from scheduler_core.services.job_control import JobControl
+
+# A workflow run's statuses as the API shows them: its run's, PENDING until a worker begins it.
+_TASK_RUN_STATUSES = {status: TaskStatus(status.value) for status in RunStatus}
+
+
+class WorkflowServiceStore(JobRecords, RunRecords, Listing, WorkflowRuns, Protocol):
+    """The ports of the jobs table the workflows API uses."""
+
+
+class WorkflowService:
+    def __init__(
+        self,
+        store: WorkflowServiceStore,
+        control: JobControl,
+        dispatcher: Dispatcher,
+        clock: Clock,
+        targets: TargetAccess,
+        first_firing: Any,
+    ) -> None:
+        """`first_firing(schedule, anchor, now)`: a schedule's first firing, or the 422 a job's
+        create answers for one that has none (the jobs API's own rule)."""
+        self._store = store
+        self._control = control
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._targets = targets
+        self._first_firing = first_firing
+
+    # --- create, read, list ---------------------------------------------------------------
+
+    def create(self, tenant: str, request: WorkflowCreate) -> Job:
+        """A new workflow: its tasks checked as a graph (each error naming its field) and
+        their targets as a job's, its task items written, then the workflow's (the write that
+        makes it exist); claimed at once when it fires within the lookahead."""
+        errors = graph_errors(request.tasks)
+        if errors:
+            raise InvalidRequest(errors[0]["message"], errors)
+        for index, task in enumerate(request.tasks):
+            self._check_target(index, task)
+        now = self._clock.now()
+        workflow_id = uuid.uuid4().hex
+        first = self._first_firing(request.schedule, now, now) if request.schedule is not None else None
+        workflow = Job(
+            job_id=workflow_id,
+            tenant=tenant,
+            name=request.name,
+            status=JobStatus.SCHEDULED,
+            schedule=request.schedule,
+            target=None,
+            priority=Priority.HIGH,
+            retry=RetryPolicy(),
+            concurrency=request.concurrency,
+            misfire=request.misfire,
+            next_fire_at=first,
+            created_at=now,
+            updated_at=now,
+            kind=JobKind.WORKFLOW,
+            tasks=request.tasks,
+        )
+        for task in request.tasks:
+            if not self._store.put_job_if_absent(self._task_job(workflow, task)):
+                raise RuntimeError(f"task item {keys.task_job_id(workflow_id, task.task_id)} exists already")
+        if not self._store.put_job_if_absent(workflow):
+            raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
+        logger.info("workflow created", extra={"workflow_id": workflow_id, "tasks": len(request.tasks)})
+        if first is None:
+            return workflow
+        try:
+            return self._dispatcher.claim_and_enqueue(workflow, now).job
+        except Exception:
+            logger.exception(
+                "claim at create failed; the poller claims it", extra={"workflow_id": workflow_id}
+            )
+            return workflow
+
+    def _check_target(self, index: int, task: TaskSpec) -> None:
+        """A task's target checked as a job's, its error's fields named within the task."""
+        try:
+            self._targets.check(task.target)
+        except SchedulerError as error:
+            error.details = [
+                detail | {"field": f"tasks[{index}].{detail['field']}"} for detail in error.details
+            ]
+            raise
+
+    @staticmethod
+    def _task_job(workflow: Job, task: TaskSpec) -> Job:
+        """The job item a task's runs belong to: its target, payload, retry and priority; no
+        schedule (its workflow runs release it), no limit on runs at once (one per workflow
+        run, whose concurrency is the workflow's)."""
+        return Job(
+            job_id=keys.task_job_id(workflow.job_id, task.task_id),
+            tenant=workflow.tenant,
+            name=f"{workflow.name} / {task.task_id}",
+            status=JobStatus.SCHEDULED,
+            schedule=None,
+            target=task.target,
+            payload=task.payload,
+            priority=task.priority,
+            retry=task.retry,
+            concurrency=ConcurrencyPolicy(overlap=Overlap.ALLOW),
+            next_fire_at=None,
+            created_at=workflow.created_at,
+            updated_at=workflow.updated_at,
+            kind=JobKind.TASK,
+            workflow_id=workflow.job_id,
+            task_id=task.task_id,
+        )
+
+    def get(self, tenant: str, workflow_id: str) -> Job:
+        job = self._store.get_job(workflow_id)
+        if job is None or job.tenant != tenant or job.kind is not JobKind.WORKFLOW:
+            raise NotFound(f"workflow '{workflow_id}' not found")
+        return job
+
+    def list_workflows(
+        self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None, name_prefix: str | None
+    ) -> Page:
+        return self._store.list_jobs(keys.workflows_of(tenant), limit, cursor, status, name_prefix)
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def trigger(self, tenant: str, workflow_id: str) -> dict[str, Any]:
+        """A workflow run now (`trigger: MANUAL`), also for a paused workflow; the schedule is
+        unchanged."""
+        workflow = self.get(tenant, workflow_id)
+        return self.run_view(workflow, self._control.trigger(workflow))
+
+    def list_runs(
+        self, tenant: str, workflow_id: str, limit: int, cursor: str | None, status: RunStatus | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        workflow = self.get(tenant, workflow_id)
+        page = self._store.list_runs(workflow_id, limit, cursor, status)
+        return [self.run_view(workflow, run) for run in page.items], page.next_cursor
+
+    def get_run(self, tenant: str, workflow_id: str, workflow_run_id: str) -> dict[str, Any]:
+        workflow = self.get(tenant, workflow_id)
+        try:
+            owner, scheduled_ms = keys.parse_run_id(workflow_run_id)
+        except ValueError:
+            owner, scheduled_ms = "", 0
+        run = self._store.get_run(workflow_id, scheduled_ms) if owner == workflow_id else None
+        if run is None:
+            raise NotFound(f"workflow run '{workflow_run_id}' not found for workflow '{workflow_id}'")
+        return self.run_view(workflow, run)
+
+    def run_view(self, workflow: Job, run: Run) -> dict[str, Any]:
+        """A workflow run as the API shows it: its own fields, and each task's status (its
+        phase, or its run's status once released) with its run's details."""
+        if run.workflow is not None:
+            phases = dict(run.workflow.phases)
+        else:  # not begun yet: every task of the workflow as it is now waits
+            phases = {task.task_id: Phase.WAITING for task in workflow.tasks or []}
+        with_runs = [task for task, phase in phases.items() if phase is not Phase.WAITING]
+        task_runs = dict(
+            zip(
+                with_runs,
+                self._store.get_runs(
+                    [(keys.task_job_id(workflow.job_id, task), run.scheduled_for_ms) for task in with_runs]
+                ),
+                strict=True,
+            )
+        )
+        tasks: dict[str, Any] = {}
+        for task, phase in phases.items():
+            task_run = task_runs.get(task)
+            status = task_status(phase, _TASK_RUN_STATUSES.get(task_run.status) if task_run else None)
+            tasks[task] = {
+                "status": str(status),
+                "run_id": task_run.run_id if task_run else None,
+                "attempt": task_run.attempt if task_run else None,
+                "started_at": iso_or_none(task_run.started_at) if task_run else None,
+                "finished_at": iso_or_none(task_run.finished_at) if task_run else None,
+                "error": task_run.error if task_run else None,
+                "response_code": task_run.response_code if task_run else None,
+            }
+        return {
+            "workflow_run_id": run.run_id,
+            "workflow_id": workflow.job_id,
+            "status": str(run.status),
+            "trigger": str(run.trigger),
+            "scheduled_for": iso_or_none(run.scheduled_for),
+            "started_at": iso_or_none(run.started_at),
+            "finished_at": iso_or_none(run.finished_at),
+            "tasks": tasks,
+        }
+
+
+def workflow_view(workflow: Job) -> dict[str, Any]:
+    """A workflow as the API shows it."""
+    paused = workflow.status is JobStatus.PAUSED
+    schedule = workflow.schedule.model_dump(mode="json") if workflow.schedule is not None else None
+    if schedule is not None and workflow.schedule is not None:
+        for name in ("at", "start_at", "end_at"):
+            schedule[name] = iso_or_none(getattr(workflow.schedule, name))
+    return {
+        "workflow_id": workflow.job_id,
+        "name": workflow.name,
+        "status": str(workflow.status),
+        "schedule": schedule,
+        "tasks": [task.model_dump(mode="json") for task in workflow.tasks or []],
+        "concurrency": workflow.concurrency.model_dump(mode="json"),
+        "misfire": str(workflow.misfire),
+        "next_fire_at": None if paused else iso_or_none(workflow.next_fire_at),
+        "paused_at": iso_or_none(workflow.paused_at) if paused else None,
+        "created_at": iso_or_none(workflow.created_at),
+        "updated_at": iso_or_none(workflow.updated_at),
+        "version": workflow.version,
+    }

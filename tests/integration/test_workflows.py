@@ -1,0 +1,331 @@
+"""Workflows through the real handlers on moto: a DAG's tasks reach a real HTTP receiver in
+their order, with their upstream tasks' outputs; failures pass down by the trigger rules;
+the joins hold when parents end together, when a worker dies between a task's end and the
+join, and when a message comes twice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from scheduler_core.composition import build_queue
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.vocabulary import Priority, RunStatus
+from scheduler_core.services import workflow_runs
+from scheduler_core.services.workflow_runs import WorkflowRunner
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import iso
+from tests.support.receiver import WebhookReceiver
+
+
+def task(receiver: WebhookReceiver, task_id: str, *depends_on: str, **fields: Any) -> dict[str, Any]:
+    """A task posting to its own path on `receiver`, answering `body` there."""
+    body = fields.pop("body", None)
+    statuses = fields.pop("statuses", ())
+    url = receiver.answer_on(task_id, body, statuses)
+    return {
+        "task_id": task_id,
+        "target": {"type": "HTTP", "url": url},
+        "depends_on": list(depends_on),
+    } | fields
+
+
+def create(cloud: SchedulerHarness, tasks: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    reply = cloud.call("POST", "/v1/workflows", {"name": "pipeline", "tasks": tasks} | fields)
+    assert reply.status == 201, reply.body
+    created: dict[str, Any] = reply.body
+    return created
+
+
+def trigger(cloud: SchedulerHarness, workflow_id: str) -> str:
+    reply = cloud.call("POST", f"/v1/workflows/{workflow_id}/trigger")
+    assert reply.status == 202, reply.body
+    run_id: str = reply.body["workflow_run_id"]
+    return run_id
+
+
+def workflow_run(cloud: SchedulerHarness, workflow_id: str, run_id: str) -> dict[str, Any]:
+    reply = cloud.call("GET", f"/v1/workflows/{workflow_id}/runs/{run_id}")
+    assert reply.status == 200, reply.body
+    body: dict[str, Any] = reply.body
+    return body
+
+
+def run_until_quiet(cloud: SchedulerHarness) -> int:
+    """Deliver until no queue has a visible message (each task's release sends the next)."""
+    handed = 0
+    while True:
+        more = cloud.deliver()
+        if not more:
+            return handed
+        handed += more
+
+
+def statuses(run: dict[str, Any]) -> dict[str, str]:
+    return {task_id: task["status"] for task_id, task in run["tasks"].items()}
+
+
+def diamond(receiver: WebhookReceiver) -> list[dict[str, Any]]:
+    return [
+        task(receiver, "a", body={"rows": 3}),
+        task(receiver, "b", "a", body={"b": "done"}, payload={"region": "eu"}),
+        task(receiver, "c", "a", body=["c", 1]),
+        task(receiver, "d", "b", "c"),
+    ]
+
+
+def test_a_diamond_runs_each_task_once_in_order_and_passes_outputs_down(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, diamond(receiver))
+    assert workflow["status"] == "SCHEDULED"
+    assert workflow["next_fire_at"] is None  # no schedule: it runs when triggered
+    run_id = trigger(cloud, workflow["workflow_id"])
+
+    run_until_quiet(cloud)
+
+    [a], [b], [c], [d] = (receiver.at(name) for name in "abcd")
+    assert a.received_at <= b.received_at
+    assert a.received_at <= c.received_at
+    assert d.received_at >= max(b.received_at, c.received_at)
+    assert a.body == {"upstream": {}}
+    assert b.body == {"region": "eu", "upstream": {"a": {"rows": 3}}}
+    assert d.body == {"upstream": {"b": {"b": "done"}, "c": ["c", 1]}}
+    assert d.headers["x-scheduler-workflow-run-id"] == run_id
+    assert d.headers["x-scheduler-task-id"] == "d"
+    assert d.headers["idempotency-key"] == d.headers["x-scheduler-run-id"]
+    assert d.headers["idempotency-key"] == f"{workflow['workflow_id']}.d:{run_id.rsplit(':', 1)[1]}"
+
+    run = workflow_run(cloud, workflow["workflow_id"], run_id)
+    assert run["status"] == "SUCCEEDED"
+    assert statuses(run) == dict.fromkeys("abcd", "SUCCEEDED")
+    assert run["tasks"]["d"]["response_code"] == 200
+    assert run["tasks"]["d"]["attempt"] == 1
+    listed = cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}/runs").body["items"]
+    assert [item["workflow_run_id"] for item in listed] == [run_id]
+
+
+def test_a_failure_fails_what_needs_it_and_cleanup_still_runs(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(
+        cloud,
+        [
+            task(receiver, "extract", statuses=(500,), retry={"max_attempts": 1}),
+            task(receiver, "load", "extract", trigger_rule="NONE_FAILED"),
+            task(receiver, "cleanup", "extract", trigger_rule="ALL_DONE"),
+            task(receiver, "alert", "extract", trigger_rule="ONE_FAILED"),
+        ],
+    )
+    run_id = trigger(cloud, workflow["workflow_id"])
+    run_until_quiet(cloud)
+
+    run = workflow_run(cloud, workflow["workflow_id"], run_id)
+    assert statuses(run) == {
+        "extract": "FAILED",
+        "load": "UPSTREAM_FAILED",
+        "cleanup": "SUCCEEDED",
+        "alert": "SUCCEEDED",
+    }
+    assert run["status"] == "FAILED"
+    assert run["tasks"]["extract"]["response_code"] == 500
+    assert run["tasks"]["load"]["run_id"] is None  # never sent
+    assert receiver.at("load") == []
+    [cleanup] = receiver.at("cleanup")
+    assert cleanup.body == {"upstream": {"extract": None}}
+
+
+def test_a_task_retries_within_its_workflow_run(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(
+        cloud,
+        [
+            task(receiver, "flaky", statuses=(503,), retry={"backoff_seconds": 1}),
+            task(receiver, "next", "flaky"),
+        ],
+    )
+    run_id = trigger(cloud, workflow["workflow_id"])
+    for _ in range(10):  # the retry is due within its backoff (at most a second here)
+        run_until_quiet(cloud)
+        if receiver.at("next"):
+            break
+        clock.advance(1)
+    run = workflow_run(cloud, workflow["workflow_id"], run_id)
+    assert statuses(run) == {"flaky": "SUCCEEDED", "next": "SUCCEEDED"}
+    assert [request.headers["x-scheduler-attempt"] for request in receiver.at("flaky")] == ["1", "2"]
+    assert run["tasks"]["flaky"]["attempt"] == 2
+
+
+def test_a_scheduled_workflow_runs_on_its_cron(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, diamond(receiver), schedule={"cron": "*/5 * * * *"})
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5 - clock.now().minute % 5)
+    assert workflow["next_fire_at"] == iso(fire_at)
+    clock.move_to(fire_at - timedelta(seconds=60))
+    cloud.poll()
+    clock.move_to(fire_at)
+    run_until_quiet(cloud)
+    [run] = cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}/runs").body["items"]
+    assert run["trigger"] == "SCHEDULE"
+    assert run["scheduled_for"] == iso(fire_at)
+    assert run["status"] == "SUCCEEDED"
+    assert len(receiver.at("d")) == 1
+
+
+def test_two_parents_ending_together_release_the_join_once(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b and c have ended; b's join reads the workflow run, then c's join lands before b's
+    write: b's write finds the version moved on, reads again and sees both ended. d is
+    released once (without the condition, b's write would undo c's end: d never runs)."""
+    workflow = create(cloud, diamond(receiver))
+    workflow_id = workflow["workflow_id"]
+    run_id = trigger(cloud, workflow_id)
+    cloud.deliver((Priority.HIGH,))  # the workflow run begins: a is sent
+    cloud.deliver_batches()  # a, which releases b and c
+    with monkeypatch.context() as patched:
+        patched.setattr(WorkflowRunner, "task_run_ended", lambda *args: None)  # joins held back
+        cloud.deliver_batches()  # b and c
+    assert statuses(workflow_run(cloud, workflow_id, run_id)) == {
+        "a": "SUCCEEDED",
+        "b": "SUCCEEDED",
+        "c": "SUCCEEDED",
+        "d": "PENDING",
+    }
+    store = cloud.worker_store
+    runner = WorkflowRunner(
+        store, build_queue(cloud.settings, cloud.clients, cloud.clock), cloud.clock, cloud.worker_lifecycle
+    )
+    ms = int(run_id.rsplit(":", 1)[1])
+    b_job, b_run = store.get_job_and_run(f"{workflow_id}.b", ms)
+    c_job, c_run = store.get_job_and_run(f"{workflow_id}.c", ms)
+    assert b_job is not None
+    assert b_run is not None
+    assert c_job is not None
+    assert c_run is not None
+    advance = store.advance_workflow_run_if_unchanged
+    writes: list[dict[str, str]] = []
+
+    def c_joins_first(run: Any, phases: Any, now: Any, **kw: Any) -> bool:
+        if not writes:
+            writes.append({})
+            runner.task_run_ended(c_job, c_run, RunStatus.SUCCEEDED)  # lands between b's read and write
+        written = advance(run, phases, now, **kw)
+        writes.append({task: str(phase) for task, phase in phases.items()} | {"written": str(written)})
+        return written
+
+    monkeypatch.setattr(store, "advance_workflow_run_if_unchanged", c_joins_first)
+    runner.task_run_ended(b_job, b_run, RunStatus.SUCCEEDED)
+    assert [write["written"] for write in writes[1:]] == ["True", "False", "True"]  # c; b refused; b again
+    run_until_quiet(cloud)
+    assert len(receiver.at("d")) == 1
+    assert workflow_run(cloud, workflow_id, run_id)["status"] == "SUCCEEDED"
+
+
+def test_a_worker_dying_between_a_tasks_end_and_the_join_is_caught_up_by_the_poller(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")])
+    run_id = trigger(cloud, workflow["workflow_id"])
+    monkeypatch.setattr(WorkflowRunner, "task_run_ended", lambda *args: None)  # the worker dies
+    run_until_quiet(cloud)
+    assert receiver.at("b") == []
+    assert statuses(workflow_run(cloud, workflow["workflow_id"], run_id)) == {
+        "a": "SUCCEEDED",
+        "b": "PENDING",
+    }
+    monkeypatch.undo()
+
+    clock.advance(workflow_runs.RECHECK.total_seconds() + 1)
+    watched = cloud.poll()
+    assert sum(report.watched.get("workflow_joined", 0) for report in watched) == 1
+    run_until_quiet(cloud)
+    assert len(receiver.at("b")) == 1
+    assert workflow_run(cloud, workflow["workflow_id"], run_id)["status"] == "SUCCEEDED"
+
+
+def test_a_task_message_delivered_twice_calls_its_target_once(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")])
+    trigger(cloud, workflow["workflow_id"])
+    cloud.deliver((Priority.HIGH,))  # the workflow run begins: a is sent
+    sqs = cloud.clients.sqs()
+    url = cloud.queue_url(Priority.NORMAL)
+    [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+    sqs.send_message(QueueUrl=url, MessageBody=message["Body"])  # the same message, twice
+    run_until_quiet(cloud)
+    assert len(receiver.at("a")) == 1
+    assert len(receiver.at("b")) == 1
+
+
+@pytest.mark.parametrize(
+    ("tasks", "field", "words"),
+    [
+        (
+            [
+                {"task_id": "a", "depends_on": ["c"]},
+                {"task_id": "b", "depends_on": ["a"]},
+                {"task_id": "c", "depends_on": ["b"]},
+            ],
+            "tasks[0].depends_on",
+            "a → b → c → a",
+        ),
+        ([{"task_id": "a", "depends_on": ["nope"]}], "tasks[0].depends_on[0]", "no task 'nope'"),
+        ([{"task_id": "a"}, {"task_id": "a"}], "tasks[1].task_id", "already tasks[0].task_id"),
+        ([{"task_id": "a", "depends_on": ["a"]}], "tasks[0].depends_on[0]", "cannot depend on itself"),
+        ([{"task_id": "a b"}], "tasks[0].task_id", "pattern"),
+        ([{"task_id": "a", "payload": {"upstream": 1}}], "tasks[0].payload", "upstream"),
+    ],
+)
+def test_a_workflow_that_is_not_a_dag_is_a_400_naming_the_field(
+    cloud: SchedulerHarness, tasks: list[dict[str, Any]], field: str, words: str
+) -> None:
+    body = {
+        "name": "bad",
+        "tasks": [t | {"target": {"type": "HTTP", "url": "https://example.com/x"}} for t in tasks],
+    }
+    reply = cloud.call("POST", "/v1/workflows", body)
+    assert reply.status == 400, reply.body
+    [detail] = [d for d in reply.body["error"]["details"] if d["field"] == field]
+    assert words in detail["message"]
+
+
+def test_workflows_are_their_tenants_and_not_jobs(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
+    workflow = create(cloud, [task(receiver, "a")])
+    workflow_id = workflow["workflow_id"]
+    assert (
+        cloud.call("GET", f"/v1/workflows/{workflow_id}", caller="arn:aws:iam::123456789012:user/bob").status
+        == 404
+    )
+    assert cloud.call("GET", f"/v1/jobs/{workflow_id}").status == 404
+    assert cloud.call("GET", f"/v1/jobs/{workflow_id}.a").status == 404
+    assert cloud.call("GET", "/v1/jobs").body["items"] == []
+    assert [w["workflow_id"] for w in cloud.call("GET", "/v1/workflows").body["items"]] == [workflow_id]
+
+
+def test_run_ids_hold_the_workflow_runs_time(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a")])
+    run_id = trigger(cloud, workflow["workflow_id"])
+    assert run_id == f"{workflow['workflow_id']}:{to_ms(clock.now())}"
+
+
+def test_a_one_off_workflow_runs_at_its_time_and_completes(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(minutes=10)
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")], schedule={"at": iso(fire_at)})
+    clock.move_to(fire_at - timedelta(seconds=60))
+    cloud.poll()
+    clock.move_to(fire_at)
+    run_until_quiet(cloud)
+    [run] = cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}/runs").body["items"]
+    assert run["status"] == "SUCCEEDED"
+    assert statuses(run) == {"a": "SUCCEEDED", "b": "SUCCEEDED"}
+    assert cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}").body["status"] == "COMPLETED"
