@@ -49,10 +49,12 @@ class Workers(Construct):
                 "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
             },
         )
-        # Reads jobs, moves runs with conditional updates (start, heartbeat, finish, retry),
-        # completes jobs. The run item is its own idempotency record: no other table.
+        # Reads a job and its run together (BatchGetItem), moves runs with conditional updates
+        # (start, heartbeat, finish, retry), completes jobs; puts a workflow task's run when
+        # its upstream tasks release it (if absent). The run item is its own idempotency
+        # record: no other table.
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"],
             resources=[store.jobs_table.table_arn],
         )
         # Retries go back to the priority queues; a run whose attempts are spent is recorded on

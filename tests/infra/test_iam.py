@@ -153,11 +153,14 @@ def _tables(synthesis: Synthesis) -> tuple[str, str]:
 
 def test_worker_moves_runs_on_the_jobs_table_only(synthesis: Synthesis) -> None:
     jobs, _ = _tables(synthesis)
-    # Conditional updates only, on the jobs table: never a put, a delete or a query there. The
-    # run item is the run's idempotency record: no second table, no second write.
+    # On the jobs table only: reads (a job and its run in one BatchGetItem), conditional
+    # updates, and the put of a workflow task's run its upstream released (if absent); never
+    # a delete or a query. The run item is the run's idempotency record: no second table.
     assert _actions(_grants(synthesis, "worker"), "dynamodb") == {
         "dynamodb:GetItem": {jobs},
+        "dynamodb:BatchGetItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
+        "dynamodb:PutItem": {jobs},
     }
 
 
@@ -352,7 +355,9 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
     }
     assert dict(_grants(narrowed, "worker")) == own("worker") | {
         "dynamodb:GetItem": {jobs},
+        "dynamodb:BatchGetItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
+        "dynamodb:PutItem": {jobs},
         "sqs:SendMessage": queues | {dead_letters},
         **{action: queues for action in ESM_ACTIONS},
         "sns:Publish": {json.dumps(NARROWED_TOPIC)},
