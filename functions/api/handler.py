@@ -273,6 +273,30 @@ def get_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().get(_tenant(), workflow_id)))
 
 
+@app.delete("/v1/workflows/<workflow_id>", summary="Cancel a workflow")
+def cancel_workflow(workflow_id: str) -> Response[Any]:
+    return _json(200, workflow_view(_workflows().cancel(_tenant(), workflow_id)))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/pause",
+    summary="Pause a workflow",
+    description="No workflow run starts until it is resumed; runs under way go on. 409 for a "
+    "cancelled or completed workflow.",
+)
+def pause_workflow(workflow_id: str) -> Response[Any]:
+    return _json(200, workflow_view(_workflows().pause(_tenant(), workflow_id)))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/resume",
+    summary="Resume a paused workflow",
+    description="Firings missed while paused go as its misfire policy says; then the schedule carries on.",
+)
+def resume_workflow(workflow_id: str) -> Response[Any]:
+    return _json(200, workflow_view(_workflows().resume(_tenant(), workflow_id)))
+
+
 @app.post(
     "/v1/workflows/<workflow_id>/trigger",
     summary="Run a workflow now",
@@ -299,6 +323,27 @@ def list_workflow_runs(
 )
 def get_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
     return _json(200, _workflows().get_run(_tenant(), workflow_id, workflow_run_id))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/runs/<workflow_run_id>/cancel",
+    summary="Cancel a workflow run",
+    description="Cancels what has not started: waiting tasks, and released tasks whose runs have "
+    "not started. Tasks under way end as they end. 409 once the workflow run has ended.",
+)
+def cancel_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
+    return _json(202, _workflows().cancel_run(_tenant(), workflow_id, workflow_run_id))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/runs/<workflow_run_id>/tasks/<task_id>/retry",
+    summary="Retry a failed task of a workflow run",
+    description="Runs the FAILED task again (a fresh round of its max_attempts) and decides again "
+    "what its failure decided below it: UPSTREAM_FAILED and SKIPPED tasks wait again. Tasks below "
+    "it that ran keep their result. 409 unless the task FAILED.",
+)
+def retry_workflow_task(workflow_id: str, workflow_run_id: str, task_id: str) -> Response[Any]:
+    return _json(202, _workflows().retry_task(_tenant(), workflow_id, workflow_run_id, task_id))
 
 
 @app.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)

@@ -329,3 +329,94 @@ def test_a_one_off_workflow_runs_at_its_time_and_completes(
     assert run["status"] == "SUCCEEDED"
     assert statuses(run) == {"a": "SUCCEEDED", "b": "SUCCEEDED"}
     assert cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}").body["status"] == "COMPLETED"
+
+
+def test_a_cancel_stops_what_has_not_started(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a"), task(receiver, "c", "b")])
+    workflow_id = workflow["workflow_id"]
+    run_id = trigger(cloud, workflow_id)
+    cloud.deliver((Priority.HIGH,))  # begun: a released, its message on its queue
+    cloud.deliver_batches()  # a ran: b released
+    reply = cloud.call("POST", f"/v1/workflows/{workflow_id}/runs/{run_id}/cancel")
+    assert reply.status == 202, reply.body
+    assert statuses(reply.body) == {"a": "SUCCEEDED", "b": "CANCELLED", "c": "CANCELLED"}
+    assert reply.body["status"] == "CANCELLED"
+    run_until_quiet(cloud)  # b's message finds its run cancelled
+    assert receiver.at("b") == []
+    again = cloud.call("POST", f"/v1/workflows/{workflow_id}/runs/{run_id}/cancel")
+    assert again.status == 409
+    assert "CANCELLED" in again.body["error"]["message"]
+
+
+def test_a_cancel_before_the_workflow_run_began_cancels_it_whole(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a")])
+    run_id = trigger(cloud, workflow["workflow_id"])
+    reply = cloud.call("POST", f"/v1/workflows/{workflow['workflow_id']}/runs/{run_id}/cancel")
+    assert reply.status == 202, reply.body
+    assert reply.body["status"] == "CANCELLED"
+    run_until_quiet(cloud)
+    assert receiver.requests == []
+
+
+def test_a_failed_task_retried_brings_back_what_its_failure_decided(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(
+        cloud,
+        [
+            task(receiver, "extract", statuses=(500,), retry={"max_attempts": 1}),
+            task(receiver, "load", "extract"),
+            task(receiver, "report", "load"),
+            task(receiver, "cleanup", "extract", trigger_rule="ALL_DONE"),
+        ],
+    )
+    workflow_id = workflow["workflow_id"]
+    run_id = trigger(cloud, workflow_id)
+    run_until_quiet(cloud)
+    failed = workflow_run(cloud, workflow_id, run_id)
+    assert failed["status"] == "FAILED"
+    assert statuses(failed)["load"] == "UPSTREAM_FAILED"
+    refused = cloud.call("POST", f"/v1/workflows/{workflow_id}/runs/{run_id}/tasks/cleanup/retry")
+    assert refused.status == 409
+    assert "only a FAILED task" in refused.body["error"]["message"]
+
+    reply = cloud.call("POST", f"/v1/workflows/{workflow_id}/runs/{run_id}/tasks/extract/retry")
+    assert reply.status == 202, reply.body
+    assert reply.body["status"] == "RUNNING"
+    assert statuses(reply.body) == {
+        "extract": "RETRYING",  # a re-driven run: its next attempt is on its way
+        "load": "PENDING",
+        "report": "PENDING",
+        "cleanup": "SUCCEEDED",
+    }
+    run_until_quiet(cloud)
+    run = workflow_run(cloud, workflow_id, run_id)
+    assert statuses(run) == dict.fromkeys(("extract", "load", "report", "cleanup"), "SUCCEEDED")
+    assert run["status"] == "SUCCEEDED"
+    assert len(receiver.at("cleanup")) == 1  # it ran: it keeps its result
+    assert len(receiver.at("extract")) == 2
+    assert cloud.call("POST", f"/v1/workflows/{workflow_id}/runs/{run_id}/tasks/nope/retry").status == 404
+
+
+def test_pause_resume_and_cancel_a_workflow(cloud: SchedulerHarness, receiver: WebhookReceiver) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")], schedule={"rate": "1 hour"})
+    workflow_id = workflow["workflow_id"]
+    paused = cloud.call("POST", f"/v1/workflows/{workflow_id}/pause")
+    assert paused.status == 200, paused.body
+    assert paused.body["status"] == "PAUSED"
+    assert paused.body["next_fire_at"] is None
+    resumed = cloud.call("POST", f"/v1/workflows/{workflow_id}/resume")
+    assert resumed.body["status"] == "SCHEDULED"
+    assert resumed.body["next_fire_at"] == workflow["next_fire_at"]
+
+    run_id = trigger(cloud, workflow_id)
+    cloud.deliver((Priority.HIGH,))  # begun: a released
+    cancelled = cloud.call("DELETE", f"/v1/workflows/{workflow_id}")
+    assert cancelled.status == 200, cancelled.body
+    assert cancelled.body["status"] == "CANCELLED"
+    run_until_quiet(cloud)
+    assert receiver.requests == []
+    assert workflow_run(cloud, workflow_id, run_id)["status"] == "CANCELLED"
+    assert cloud.call("POST", f"/v1/workflows/{workflow_id}/trigger").status == 409

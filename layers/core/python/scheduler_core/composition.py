@@ -22,6 +22,7 @@ from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import Runner, Threads
 from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.workflow_runs import WorkflowRunner
+from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import Settings, settings_from_env
 
 
@@ -109,7 +110,23 @@ def build_job_service(
         build_lifecycle(settings, clients, clock, store),
         build_target_access(settings),
         build_create_once(settings, clients),
-        workflows=store,
+        workflows=build_workflow_service(settings, clients, clock, store),
+    )
+
+
+def build_workflow_service(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> WorkflowService:
+    store = store or build_store(settings, clients)
+    lifecycle = build_lifecycle(settings, clients, clock, store)
+    runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
+    return WorkflowService(
+        store,
+        runner,
+        build_dispatcher(settings, clients, clock, store),
+        clock,
+        lifecycle,
+        build_target_access(settings),
     )
 
 

@@ -266,6 +266,10 @@ class WorkflowRuns(Protocol):
         complete_job: bool = False,
     ) -> bool: ...
 
+    def reopen_workflow_run_if_unchanged(
+        self, run: Run, phases: Mapping[str, Phase], timer: datetime
+    ) -> bool: ...
+
     def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]: ...
 
 

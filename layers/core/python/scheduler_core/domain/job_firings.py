@@ -1,15 +1,39 @@
-"""A job's firings as runs: the run of one firing, and the firing after one. Pure."""
+"""A job's firings as runs: the first firing of a new schedule, the run of one firing, and the
+firing after one. Pure."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.schedule import next_fire_after
+from scheduler_core.domain.errors import Unprocessable, field_error
+from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at, next_fire_after
 from scheduler_core.domain.vocabulary import RunStatus, Trigger
-from scheduler_core.domain.wallclock import NeverFires
+from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow
+
+# A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
+AT_PAST_TOLERANCE = timedelta(seconds=60)
+
+
+def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
+    """The first firing of a schedule that starts counting at `anchor`, seen at `now`; a 422
+    naming the field when it has none (an `at` in the past, a cron that matches no date, a
+    window that ends before the first firing)."""
+    if schedule.at is not None and schedule.at < now - AT_PAST_TOLERANCE:
+        raise Unprocessable(
+            "schedule.at is in the past; give a future time (up to 60 s of skew is tolerated)",
+            [field_error("schedule.at", "is in the past")],
+        )
+    try:
+        return first_fire_at(schedule, anchor, now)
+    except NoFiringInWindow as exc:
+        past = schedule.end_at is not None and schedule.end_at < now
+        reason = "is in the past" if past else "comes before the first firing"
+        raise Unprocessable(str(exc), [field_error("schedule.end_at", reason)]) from exc
+    except NeverFires as exc:
+        raise Unprocessable(str(exc), [field_error("schedule.cron", "matches no date")]) from exc
 
 
 def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None) -> Run:

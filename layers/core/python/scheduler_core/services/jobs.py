@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 
 from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
@@ -24,40 +23,18 @@ from scheduler_core.domain.errors import (
     Unprocessable,
     field_error,
 )
-from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at
+from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
-from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow
 from scheduler_core.observability import logger
 from scheduler_core.ports import CreateOnce, CursorNotValid, KeyInUse, KeyReused, Page
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
-from scheduler_core.services.workflows import WorkflowService, WorkflowServiceStore
+from scheduler_core.services.workflows import WorkflowService
 
 # The namespace of the job ids that idempotency keys give (uuid5 of tenant and key).
 _IDEMPOTENCY_KEYS = uuid.UUID("5f0b7d3e-8a51-4c1e-9a63-1d2f6e4c8b70")
-# A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
-AT_PAST_TOLERANCE = timedelta(seconds=60)
-
-
-def first_firing(schedule: ScheduleSpec, anchor: datetime, now: datetime) -> datetime:
-    """The first firing of a schedule that starts counting at `anchor`, seen at `now`; a 422
-    naming the field when it has none (an `at` in the past, a cron that matches no date, a
-    window that ends before the first firing)."""
-    if schedule.at is not None and schedule.at < now - AT_PAST_TOLERANCE:
-        raise Unprocessable(
-            "schedule.at is in the past; give a future time (up to 60 s of skew is tolerated)",
-            [field_error("schedule.at", "is in the past")],
-        )
-    try:
-        return first_fire_at(schedule, anchor, now)
-    except NoFiringInWindow as exc:
-        past = schedule.end_at is not None and schedule.end_at < now
-        reason = "is in the past" if past else "comes before the first firing"
-        raise Unprocessable(str(exc), [field_error("schedule.end_at", reason)]) from exc
-    except NeverFires as exc:
-        raise Unprocessable(str(exc), [field_error("schedule.cron", "matches no date")]) from exc
 
 
 @contextlib.contextmanager
@@ -85,9 +62,9 @@ class JobService:
         lifecycle: RunLifecycle,
         targets: TargetAccess | None = None,
         creates: CreateOnce | None = None,
-        workflows: WorkflowServiceStore | None = None,
+        workflows: WorkflowService | None = None,
     ) -> None:
-        """`workflows`: the store of the workflows API (`self.workflows`), when it serves one."""
+        """`workflows`: the workflows API (`self.workflows`), when this API serves one."""
         self._store = store
         # Creates sent with an Idempotency-Key; None: the header is not honoured (some tests).
         self._creates = creates
@@ -98,11 +75,7 @@ class JobService:
         # forge run messages or API requests), only what its IAM grants allow.
         self._targets = targets or TargetAccess()
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._check_request, first_firing)
-        self.workflows = (
-            WorkflowService(workflows, self._control, dispatcher, clock, self._targets, first_firing)
-            if workflows is not None
-            else None
-        )
+        self.workflows = workflows
 
     def _check_request(self, request: JobCreate) -> None:
         """What a job's fields cannot say alone, for a create and for a patch alike."""

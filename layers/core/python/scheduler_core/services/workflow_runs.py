@@ -12,6 +12,7 @@ the join, or between the join and a release, leaves nothing stuck.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -27,12 +28,21 @@ from scheduler_core.domain.workflows import (
     TaskNode,
     WorkflowState,
     begin,
+    cancelled,
+    retried,
     run_status,
     settle,
     task_ended,
 )
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import JobRecords, RunQueue, RunRecords, StoreContention, WorkflowRuns
+from scheduler_core.ports import (
+    JobRecords,
+    RunQueue,
+    RunRecords,
+    RunTransitions,
+    StoreContention,
+    WorkflowRuns,
+)
 from scheduler_core.services.lifecycle import RunLifecycle, is_last
 
 # How often the poller looks at a workflow run that is still running (see the module's doc).
@@ -48,7 +58,7 @@ _OUTCOMES = {
 }
 
 
-class WorkflowStore(JobRecords, RunRecords, WorkflowRuns, Protocol):
+class WorkflowStore(JobRecords, RunRecords, RunTransitions, WorkflowRuns, Protocol):
     """The ports of the jobs table the workflow runs use."""
 
 
@@ -162,7 +172,7 @@ class WorkflowRunner:
         self._release(workflow_run, step.released, now)
         return True
 
-    def _release(self, workflow_run: Run, task_ids: tuple[str, ...] | list[str], now: datetime) -> None:
+    def _release(self, workflow_run: Run, task_ids: Sequence[str], now: datetime) -> None:
         """Give each released task its run (if it has none yet) and send it. A send that fails
         leaves the run's timer to the poller; a run not made (a crash before) is made by the
         workflow run's `reconcile`."""
@@ -237,6 +247,71 @@ class WorkflowRunner:
                 extra=_context(workflow_run) | {"joined": dict(step.decided), "released": missing},
             )
         return f"workflow_{found}"
+
+    # --- the API: a workflow run cancelled, a failed task retried ----------------------------
+
+    def cancel(self, workflow_run: Run) -> bool:
+        """Cancel what has not started (docs/concepts/workflows.md, "Cancel"): a workflow run
+        not begun yet is cancelled whole; a begun one's waiting tasks are CANCELLED, and its
+        released tasks whose runs have not started are cancelled (a task run under way ends
+        as it ends). False if the workflow run had ended (or began or ended meanwhile)."""
+        now = self._clock.now()
+        if workflow_run.workflow is None:
+            if workflow_run.status not in (RunStatus.PENDING, RunStatus.RETRYING):
+                return False
+            return self._store.cancel_run_if_not_started(workflow_run, now)
+        current: Run | None = workflow_run
+        for _ in range(JOIN_TRIES):
+            if current is None or current.workflow is None or current.status is not RunStatus.RUNNING:
+                return False
+            if self._advance(current, cancelled(current.workflow.phases)):
+                break
+            current = self._store.get_run(workflow_run.job_id, workflow_run.scheduled_for_ms)
+        else:
+            raise StoreContention(f"workflow run {workflow_run.run_id} kept changing")
+        assert current is not None
+        assert current.workflow is not None
+        released = [task for task, phase in current.workflow.phases.items() if phase is Phase.RELEASED]
+        ms = current.scheduled_for_ms
+        runs = self._store.get_runs([(keys.task_job_id(current.job_id, task), ms) for task in released])
+        stopped: dict[str, Phase] = {}
+        for task, run in zip(released, runs, strict=True):
+            if run is None:
+                # Not made yet: a cancelled one takes its place, so a release under way makes none.
+                stand_in = self._task_run(current, task, None, now).model_copy(
+                    update={"status": RunStatus.CANCELLED, "due_at": None, "finished_at": now}
+                )
+                if self._store.put_run_if_absent(stand_in, now):
+                    stopped[task] = Phase.CANCELLED
+                    continue
+                run = self._store.get_run(stand_in.job_id, ms)
+            waiting = run is not None and run.status in (RunStatus.PENDING, RunStatus.RETRYING)
+            if waiting and run is not None and self._store.cancel_run_if_not_started(run, now):
+                stopped[task] = Phase.CANCELLED
+        if stopped:
+            self._join(current.job_id, ms, stopped)
+        logger.info("workflow run cancelled", extra=_context(current) | {"stopped": sorted(stopped)})
+        return True
+
+    def retry_task(self, workflow_run: Run, task_run: Run, task_id: str) -> bool:
+        """Run a FAILED task again (Airflow's "clear"): its workflow run's phases first (the
+        task released, what its failure decided waiting again; an ended workflow run runs
+        again, without a running slot), then the task's run re-driven. False if the workflow
+        run or the task's run changed meanwhile (read again)."""
+        state = workflow_run.workflow
+        assert state is not None, "only a begun workflow run's task is retried"
+        now = self._clock.now()
+        step = retried(graph_of(state), state.phases, task_id)
+        if workflow_run.status is RunStatus.RUNNING:
+            if not self._advance(workflow_run, step):
+                return False
+        else:
+            if not self._store.reopen_workflow_run_if_unchanged(workflow_run, step.phases, now + RECHECK):
+                return False
+            self._release(workflow_run, [task for task in step.released if task != task_id], now)
+        logger.info("workflow task retried", extra=_context(workflow_run) | {"task_id": task_id})
+        # None: the run moved meanwhile; the workflow run's timer then finds it as it is.
+        return self._lifecycle.redrive(task_run) is not None
 
     # --- the worker: a task's delivery ------------------------------------------------------
 

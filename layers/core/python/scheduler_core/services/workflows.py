@@ -11,24 +11,29 @@ import uuid
 from typing import Any, Protocol
 
 from scheduler_core.domain import keys
-from scheduler_core.domain.api_shapes import TaskSpec, WorkflowCreate
+from scheduler_core.domain.api_shapes import JobCreate, TaskSpec, WorkflowCreate
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
-from scheduler_core.domain.errors import InvalidRequest, NotFound, SchedulerError
+from scheduler_core.domain.errors import Conflict, InvalidRequest, NotFound, SchedulerError
+from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, Overlap, Priority, RunStatus, TaskStatus
 from scheduler_core.domain.workflows import Phase, graph_errors, task_status
 from scheduler_core.observability import logger
-from scheduler_core.ports import JobRecords, Listing, Page, RunRecords, WorkflowRuns
+from scheduler_core.ports import Page, WorkflowRuns
 from scheduler_core.services.dispatch import Dispatcher
-from scheduler_core.services.job_control import JobControl
+from scheduler_core.services.job_control import JobControl, JobControlStore
+from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.workflow_runs import WorkflowRunner
 
+# How many of a workflow's newest runs a cancel looks at for runs under way.
+RUNNING_SWEEP = 100
 # A workflow run's statuses as the API shows them: its run's, PENDING until a worker begins it.
 _TASK_RUN_STATUSES = {status: TaskStatus(status.value) for status in RunStatus}
 
 
-class WorkflowServiceStore(JobRecords, RunRecords, Listing, WorkflowRuns, Protocol):
+class WorkflowServiceStore(JobControlStore, WorkflowRuns, Protocol):
     """The ports of the jobs table the workflows API uses."""
 
 
@@ -36,20 +41,20 @@ class WorkflowService:
     def __init__(
         self,
         store: WorkflowServiceStore,
-        control: JobControl,
+        runner: WorkflowRunner,
         dispatcher: Dispatcher,
         clock: Clock,
+        lifecycle: RunLifecycle,
         targets: TargetAccess,
-        first_firing: Any,
     ) -> None:
-        """`first_firing(schedule, anchor, now)`: a schedule's first firing, or the 422 a job's
-        create answers for one that has none (the jobs API's own rule)."""
         self._store = store
-        self._control = control
+        self._runner = runner
         self._dispatcher = dispatcher
         self._clock = clock
         self._targets = targets
-        self._first_firing = first_firing
+        # A workflow is a job item: pause, resume and trigger are a job's (a workflow is never
+        # changed through JobControl's update, so it has no job request to check).
+        self._control = JobControl(store, dispatcher, clock, lifecycle, _no_job_request, first_firing)
 
     # --- create, read, list ---------------------------------------------------------------
 
@@ -64,7 +69,7 @@ class WorkflowService:
             self._check_target(index, task)
         now = self._clock.now()
         workflow_id = uuid.uuid4().hex
-        first = self._first_firing(request.schedule, now, now) if request.schedule is not None else None
+        first = first_firing(request.schedule, now, now) if request.schedule is not None else None
         workflow = Job(
             job_id=workflow_id,
             tenant=tenant,
@@ -143,6 +148,35 @@ class WorkflowService:
     ) -> Page:
         return self._store.list_jobs(keys.workflows_of(tenant), limit, cursor, status, name_prefix)
 
+    # --- pause, resume, cancel ----------------------------------------------------------------
+
+    def pause(self, tenant: str, workflow_id: str) -> Job:
+        """No workflow run starts until resumed (its firings as a job's: docs/concepts/
+        job-control.md); workflow runs under way go on to their end."""
+        return self._control.pause(self.get(tenant, workflow_id))
+
+    def resume(self, tenant: str, workflow_id: str) -> Job:
+        """Firings missed while paused go as the workflow's misfire policy says, as a job's."""
+        return self._control.resume(self.get(tenant, workflow_id))
+
+    def cancel(self, tenant: str, workflow_id: str) -> Job:
+        """The workflow and its tasks are CANCELLED: no workflow run starts any more; those
+        waiting are cancelled, and those under way stop what has not started (`cancel_run`).
+        A cancelled workflow stays readable, with its runs."""
+        workflow = self.get(tenant, workflow_id)
+        if workflow.status is JobStatus.COMPLETED:
+            raise Conflict(f"workflow '{workflow_id}' already completed; there is nothing left to cancel")
+        now = self._clock.now()
+        if workflow.status is not JobStatus.CANCELLED:
+            self._store.cancel_job_if_active(workflow_id, now)
+        for task in workflow.tasks or []:
+            self._store.cancel_job_if_active(keys.task_job_id(workflow_id, task.task_id), now)
+        self._control.cancel_waiting_runs(workflow_id)
+        for run in self._store.recent_runs(workflow_id, RUNNING_SWEEP, statuses=[RunStatus.RUNNING]):
+            self._runner.cancel(run)
+        logger.info("workflow cancelled", extra={"workflow_id": workflow_id})
+        return self.get(tenant, workflow_id)
+
     # --- runs -------------------------------------------------------------------------------
 
     def trigger(self, tenant: str, workflow_id: str) -> dict[str, Any]:
@@ -160,14 +194,54 @@ class WorkflowService:
 
     def get_run(self, tenant: str, workflow_id: str, workflow_run_id: str) -> dict[str, Any]:
         workflow = self.get(tenant, workflow_id)
+        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
+
+    def _workflow_run(self, workflow: Job, workflow_run_id: str) -> Run:
         try:
             owner, scheduled_ms = keys.parse_run_id(workflow_run_id)
         except ValueError:
             owner, scheduled_ms = "", 0
-        run = self._store.get_run(workflow_id, scheduled_ms) if owner == workflow_id else None
+        run = self._store.get_run(workflow.job_id, scheduled_ms) if owner == workflow.job_id else None
         if run is None:
-            raise NotFound(f"workflow run '{workflow_run_id}' not found for workflow '{workflow_id}'")
-        return self.run_view(workflow, run)
+            raise NotFound(f"workflow run '{workflow_run_id}' not found for workflow '{workflow.job_id}'")
+        return run
+
+    def cancel_run(self, tenant: str, workflow_id: str, workflow_run_id: str) -> dict[str, Any]:
+        """Cancel what has not started of a workflow run; 409 once it has ended."""
+        workflow = self.get(tenant, workflow_id)
+        run = self._workflow_run(workflow, workflow_run_id)
+        if not self._runner.cancel(run):
+            current = self._workflow_run(workflow, workflow_run_id)
+            raise Conflict(
+                f"workflow run '{workflow_run_id}' is {current.status}; there is nothing to cancel"
+            )
+        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
+
+    def retry_task(self, tenant: str, workflow_id: str, workflow_run_id: str, task_id: str) -> dict[str, Any]:
+        """Re-run a FAILED task of a workflow run and decide again what its failure decided
+        below it (UPSTREAM_FAILED and SKIPPED tasks wait again); 409 unless it FAILED."""
+        workflow = self.get(tenant, workflow_id)
+        run = self._workflow_run(workflow, workflow_run_id)
+        phase = run.workflow.phases.get(task_id) if run.workflow is not None else None
+        if phase is None:
+            raise NotFound(f"task '{task_id}' not found in workflow run '{workflow_run_id}'")
+        task_run = self._store.get_run(keys.task_job_id(workflow_id, task_id), run.scheduled_for_ms)
+        if phase is not Phase.FAILED or task_run is None or task_run.status is not RunStatus.FAILED:
+            raise Conflict(
+                f"task '{task_id}' is {self._task_status(phase, task_run)}; only a FAILED task can be retried"
+            )
+        task_job = self._store.get_job(keys.task_job_id(workflow_id, task_id))
+        if task_job is None or task_job.status is JobStatus.CANCELLED:
+            raise Conflict(f"workflow '{workflow_id}' is cancelled or no longer has task '{task_id}'")
+        if not self._runner.retry_task(run, task_run, task_id):
+            raise Conflict(
+                f"workflow run '{workflow_run_id}' changed while the task was being retried; try again"
+            )
+        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
+
+    @staticmethod
+    def _task_status(phase: Phase, task_run: Run | None) -> TaskStatus:
+        return task_status(phase, _TASK_RUN_STATUSES.get(task_run.status) if task_run else None)
 
     def run_view(self, workflow: Job, run: Run) -> dict[str, Any]:
         """A workflow run as the API shows it: its own fields, and each task's status (its
@@ -189,9 +263,8 @@ class WorkflowService:
         tasks: dict[str, Any] = {}
         for task, phase in phases.items():
             task_run = task_runs.get(task)
-            status = task_status(phase, _TASK_RUN_STATUSES.get(task_run.status) if task_run else None)
             tasks[task] = {
-                "status": str(status),
+                "status": str(self._task_status(phase, task_run)),
                 "run_id": task_run.run_id if task_run else None,
                 "attempt": task_run.attempt if task_run else None,
                 "started_at": iso_or_none(task_run.started_at) if task_run else None,
@@ -209,6 +282,10 @@ class WorkflowService:
             "finished_at": iso_or_none(run.finished_at),
             "tasks": tasks,
         }
+
+
+def _no_job_request(_: JobCreate) -> None:
+    raise AssertionError("a workflow is not changed as a job")
 
 
 def workflow_view(workflow: Job) -> dict[str, Any]:

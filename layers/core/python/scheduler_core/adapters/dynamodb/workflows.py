@@ -82,6 +82,28 @@ class WorkflowRunsTable(TransactionalWrites):
             return self._write_if(request)
         return self._end_run(request, run.job_id, now, complete=complete_job, release=release)
 
+    def reopen_workflow_run_if_unchanged(
+        self, run: Run, phases: Mapping[str, Phase], timer: datetime
+    ) -> bool:
+        """A workflow run that ended (`run.status`) runs again with `phases` (a failed task
+        retried), if it is still as read (status and version): RUNNING, its end undone, its
+        timer at `timer`. It takes no running slot again (its end gave its slot back). False
+        if it changed meanwhile."""
+        assert run.workflow is not None, "only a begun workflow run runs again"
+        state = run.workflow.model_copy(update={"phases": dict(phases), "version": run.workflow.version + 1})
+        request = self._run_update(
+            run.job_id,
+            run.scheduled_for_ms,
+            self._codec.workflow_attributes(state)
+            | self._codec.due_attributes(run.job_id, timer)
+            | {"status": str(RunStatus.RUNNING)},
+            "#status = :ended AND wf_version = :seen",
+            {"ended": str(run.status), "seen": run.workflow.version},
+            remove=("finished_at_ms", "expires_at"),
+            elsewhere=False,
+        )
+        return self._write_if(request)
+
     def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
         """Runs on their own items by (job id, scheduled time), read together (consistent
         BatchGetItem), in the order asked; None where there is none."""
