@@ -26,7 +26,7 @@ from scheduler_core.api import (
     version_of,
 )
 from scheduler_core.composition import default_job_service
-from scheduler_core.domain.api_shapes import JobCreate, JobPatch, WorkflowCreate
+from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch, WorkflowCreate
 from scheduler_core.domain.errors import SchedulerError
 from scheduler_core.domain.tenancy import tenant_of
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
@@ -215,6 +215,19 @@ def trigger_job(job_id: str) -> Response[Any]:
     return _json(202, _jobs().trigger(_tenant(), job_id).to_api())
 
 
+_BACKFILL = (
+    "One run (trigger BACKFILL) per firing of the schedule from start to end (both included) that "
+    "has no run yet, oldest first, each with its firing's scheduled_for; under a limited concurrency "
+    "they wait for the running slots in turn, never SKIPPED. At most 1000 firings (more is a 422). "
+    "Answers how many runs were made and how many firings had a run already."
+)
+
+
+@app.post("/v1/jobs/<job_id>/backfill", summary="Run a job's past firings", description=_BACKFILL)
+def backfill_job(job_id: str, backfill: Backfill) -> Response[Any]:
+    return _json(202, _jobs().backfill(_tenant(), job_id, backfill))
+
+
 @app.get("/v1/jobs/<job_id>/runs", summary="List a job's runs, newest first")
 def list_runs(
     job_id: str,
@@ -304,6 +317,13 @@ def resume_workflow(workflow_id: str) -> Response[Any]:
 )
 def trigger_workflow(workflow_id: str) -> Response[Any]:
     return _json(202, _workflows().trigger(_tenant(), workflow_id))
+
+
+@app.post(
+    "/v1/workflows/<workflow_id>/backfill", summary="Run a workflow's past firings", description=_BACKFILL
+)
+def backfill_workflow(workflow_id: str, backfill: Backfill) -> Response[Any]:
+    return _json(202, _workflows().backfill(_tenant(), workflow_id, backfill))
 
 
 @app.get("/v1/workflows/<workflow_id>/runs", summary="List a workflow's runs, newest first")

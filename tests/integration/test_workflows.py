@@ -420,3 +420,59 @@ def test_pause_resume_and_cancel_a_workflow(cloud: SchedulerHarness, receiver: W
     assert receiver.requests == []
     assert workflow_run(cloud, workflow_id, run_id)["status"] == "CANCELLED"
     assert cloud.call("POST", f"/v1/workflows/{workflow_id}/trigger").status == 409
+
+
+def test_a_backfill_runs_an_hourly_jobs_past_firings_once_each_in_turn(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job = cloud.create(
+        {"name": "hourly", "schedule": {"cron": "0 * * * *"}, "target": {"type": "HTTP", "url": receiver.url}}
+    )
+    start = (clock.now() - timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
+    body = {"start": iso(start), "end": iso(start + timedelta(hours=2))}
+    reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/backfill", body)
+    assert reply.status == 202, reply.body
+    assert reply.body == {"runs": 3, "already_run": 0}
+    run_until_quiet(cloud)
+    assert [request.headers["x-scheduler-scheduled-for"] for request in receiver.requests] == [
+        iso(start + timedelta(hours=hour)) for hour in range(3)
+    ]
+    runs = cloud.runs(job["job_id"])
+    assert {run["trigger"] for run in runs} == {"BACKFILL"}
+    assert {run["status"] for run in runs} == {"SUCCEEDED"}
+    again = cloud.call("POST", f"/v1/jobs/{job['job_id']}/backfill", body)
+    assert again.body == {"runs": 0, "already_run": 3}  # a firing with a run is not run again
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"start": "2026-11-21T00:00:00Z", "end": "2026-11-20T00:00:00Z"}, 400, "end"),
+        ({"start": "2026-11-21T00:00:00", "end": "2026-11-21T01:00:00Z"}, 400, "start"),
+        ({"start": "2026-10-01T00:00:00Z", "end": "2026-11-21T00:00:00Z"}, 422, "end"),
+    ],
+)
+def test_a_backfill_window_that_is_wrong_or_too_big_names_its_field(
+    cloud: SchedulerHarness, receiver: WebhookReceiver, body: dict[str, str], status: int, field: str
+) -> None:
+    job = cloud.create(
+        {"name": "hourly", "schedule": {"cron": "0 * * * *"}, "target": {"type": "HTTP", "url": receiver.url}}
+    )
+    reply = cloud.call("POST", f"/v1/jobs/{job['job_id']}/backfill", body)
+    assert reply.status == status, reply.body
+    assert [detail["field"] for detail in reply.body["error"]["details"]] == [field]
+
+
+def test_a_workflow_backfill_runs_one_workflow_run_at_a_time(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")], schedule={"cron": "0 * * * *"})
+    start = (clock.now() - timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    body = {"start": iso(start), "end": iso(start + timedelta(hours=1))}
+    reply = cloud.call("POST", f"/v1/workflows/{workflow['workflow_id']}/backfill", body)
+    assert reply.body == {"runs": 2, "already_run": 0}
+    run_until_quiet(cloud)
+    runs = cloud.call("GET", f"/v1/workflows/{workflow['workflow_id']}/runs").body["items"]
+    assert [(run["trigger"], run["status"]) for run in runs] == [("BACKFILL", "SUCCEEDED")] * 2
+    b_calls = [request.headers["x-scheduler-scheduled-for"] for request in receiver.at("b")]
+    assert b_calls == [iso(start), iso(start + timedelta(hours=1))]  # in turn: SKIP never skips a backfill

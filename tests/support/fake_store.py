@@ -141,6 +141,10 @@ class _FakeRecords(FakeTable):
         with self._lock:
             return self._runs.get((job_id, scheduled_for_ms))
 
+    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
+        with self._lock:
+            return [self._runs.get(ref) for ref in refs]
+
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
         with self._lock:
             return self._jobs.get(job_id), self._runs.get((job_id, scheduled_for_ms))

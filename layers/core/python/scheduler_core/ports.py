@@ -136,6 +136,10 @@ class RunRecords(Protocol):
 
     def get_run(self, job_id: str, scheduled_for_ms: int) -> Run | None: ...
 
+    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
+        """Runs by (job id, scheduled time), in the order asked; None where there is none."""
+        ...
+
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]: ...
 
     def put_run_if_absent(self, run: Run, now: datetime) -> bool: ...
@@ -269,8 +273,6 @@ class WorkflowRuns(Protocol):
     def reopen_workflow_run_if_unchanged(
         self, run: Run, phases: Mapping[str, Phase], timer: datetime
     ) -> bool: ...
-
-    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]: ...
 
 
 class Watermarks(Protocol):

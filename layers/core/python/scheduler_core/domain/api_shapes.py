@@ -4,9 +4,10 @@ service code runs."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import Field, JsonValue, ValidationInfo, field_validator
+from pydantic import AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
 
 from scheduler_core.domain.policies import ConcurrencyPolicy, Payload, RetryPolicy, catch_up_window_of
 from scheduler_core.domain.schedule import ScheduleSpec
@@ -71,6 +72,22 @@ def _leaves_run_key_free(payload: JsonValue, info: ValidationInfo) -> JsonValue:
     if envelope and isinstance(payload, dict) and RUN_METADATA_KEY in payload:
         raise ValueError(f"key {RUN_METADATA_KEY!r} is where the target gets the run's ids; rename it")
     return payload
+
+
+class Backfill(StrictModel):
+    """Body of `POST /v1/jobs/{job_id}/backfill` (and a workflow's): the window whose firings
+    run, both ends included."""
+
+    start: AwareDatetime = Field(description="ISO-8601 with an offset, e.g. 2026-11-01T00:00:00Z.")
+    end: AwareDatetime = Field(description="ISO-8601 with an offset; not before start.")
+
+    @field_validator("end")
+    @classmethod
+    def _not_before_start(cls, value: datetime, info: ValidationInfo) -> datetime:
+        start = info.data.get("start")
+        if start is not None and value < start:
+            raise ValueError("comes before start; give a window from start to end")
+        return value
 
 
 class JobPatch(StrictModel):

@@ -8,7 +8,7 @@ from enum import StrEnum
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.run_state import WAITING
-from scheduler_core.domain.vocabulary import JobStatus, Trigger
+from scheduler_core.domain.vocabulary import BY_NAME, JobStatus
 
 RUN_FINISHED = "run finished"  # the log message of every attempt's outcome
 TAKEN_OVER = "run taken over by another attempt"  # how an attempt that lost its lease ends its line
@@ -37,5 +37,5 @@ def waits_for(run: Run, message: RunMessage) -> bool:
 
 
 def goes_on_while_paused(job: Job, run: Run) -> bool:
-    """A paused job stops its scheduled runs, not a manual one: that was asked for by name."""
-    return job.status is JobStatus.PAUSED and run.trigger is Trigger.MANUAL
+    """A paused job stops its scheduled runs, not a manual or backfill one: asked for by name."""
+    return job.status is JobStatus.PAUSED and run.trigger in BY_NAME

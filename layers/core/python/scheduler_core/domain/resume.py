@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from scheduler_core.domain import misfire, run_state
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.job_firings import following_firing
-from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
+from scheduler_core.domain.vocabulary import BY_NAME, JobStatus, MisfirePolicy, RunStatus
 
 # The newest runs a resume looks at: runs the pause stopped, runs not finished yet.
 RESUME_WINDOW = 100
@@ -54,7 +54,7 @@ def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> 
     those `misfire.select` keeps are `kept` (a waiting run) or `missed` (no run yet), the
     other waiting runs `stopped`. Other waiting runs up to the horizon: `going_on`."""
     paused_at = job.paused_at or job.updated_at
-    unstarted = [run for run in runs if run.trigger is not Trigger.MANUAL and run.status in run_state.WAITING]
+    unstarted = [run for run in runs if run.trigger not in BY_NAME and run.status in run_state.WAITING]
     waiting = [run for run in unstarted if paused_at < run.starts_at <= now]
     going_on = [run for run in unstarted if run.starts_at <= paused_at or now < run.starts_at <= horizon]
     first_after_pause = following_firing(job, paused_at)
@@ -80,7 +80,7 @@ def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> 
     stopped_ids = {run.run_id for run in stopped}
     # A manual run never completes a job (its own firing does), so it does not hold one open.
     unfinished = any(
-        run.status in _UNFINISHED and run.run_id not in stopped_ids and run.trigger is not Trigger.MANUAL
+        run.status in _UNFINISHED and run.run_id not in stopped_ids and run.trigger not in BY_NAME
         for run in runs
     )
     done = next_fire_at is None and not catch_up and not new and not unfinished
@@ -102,7 +102,7 @@ def _a_firing_did_not_run(job: Job, runs: list[Run], first: datetime | None, now
     went_on = {
         run.scheduled_for
         for run in runs
-        if run.trigger is not Trigger.MANUAL and run.status not in run_state.WAITING | {RunStatus.CANCELLED}
+        if run.trigger not in BY_NAME and run.status not in run_state.WAITING | {RunStatus.CANCELLED}
     }
     when = first
     for _ in range(RESUME_WINDOW):
@@ -130,7 +130,7 @@ def _own_runs_for_missed(
         )
     firings.update(run.scheduled_for for run in waiting)
     chosen = misfire.select(sorted(firings), now, job.misfire, job.catch_up_window)
-    by_time = {run.scheduled_for: run for run in runs if run.trigger is not Trigger.MANUAL}
+    by_time = {run.scheduled_for: run for run in runs if run.trigger not in BY_NAME}
     kept: list[Run] = []
     new: list[datetime] = []
     for fire_at in chosen:

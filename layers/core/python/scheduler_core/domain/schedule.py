@@ -194,6 +194,34 @@ def next_fire_after(spec: ScheduleSpec, anchor: datetime, after: datetime) -> da
     return None if spec.end_at is not None and nxt > spec.end_at else nxt
 
 
+def firings_between(
+    spec: ScheduleSpec, anchor: datetime, start: datetime, end: datetime, limit: int
+) -> list[datetime]:
+    """The schedule's firings in [`start`, `end`] (within its own window), oldest first, at
+    most `limit`: what a backfill runs. A rate's firings count from its anchor both ways (a
+    backfill may reach before the job was created); a cron's and an `at`'s are its own."""
+    found: list[datetime] = []
+    if spec.rate is not None:
+        interval = parse_rate(spec.rate)
+        base = _rate_anchor(spec, interval, anchor)
+        when = base - ((base - start) // interval) * interval  # the first anchor + k·interval >= start
+        while when <= end and len(found) < limit:
+            if (spec.start_at is None or when >= spec.start_at) and (
+                spec.end_at is None or when <= spec.end_at
+            ):
+                found.append(when)
+            when += interval
+        return found
+    after = start - timedelta(microseconds=1)
+    while len(found) < limit:
+        when_next = next_fire_after(spec, anchor, after)
+        if when_next is None or when_next > end:
+            break
+        found.append(when_next)
+        after = when_next
+    return found
+
+
 def latest_fire_at_or_before(spec: ScheduleSpec, anchor: datetime, when: datetime) -> datetime | None:
     """The job's newest firing at or before `when` (and within its window); None if it had none."""
     if spec.at is not None:

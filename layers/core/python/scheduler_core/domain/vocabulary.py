@@ -42,6 +42,7 @@ class RunStatus(StrEnum):
 class Trigger(StrEnum):
     SCHEDULE = "SCHEDULE"
     MANUAL = "MANUAL"
+    BACKFILL = "BACKFILL"  # one of a backfill's runs: a past firing run again, asked for by name
     RETRY = "RETRY"
 
 
@@ -75,6 +76,11 @@ class WorkflowRunStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+
+
+# Runs asked for by name (a trigger, a backfill): no firing's run, so they go on while their
+# job is paused, never complete it, and a resume leaves them be.
+BY_NAME = frozenset({Trigger.MANUAL, Trigger.BACKFILL})
 
 
 class Overlap(StrEnum):
@@ -113,6 +119,8 @@ MAX_RUN_ERROR = 2000
 # Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
 RUN_METADATA_KEY = "scheduler"
 
+# The most runs one backfill makes (its window's firings).
+MAX_BACKFILL_RUNS = 1_000
 # A workflow: how many tasks, how many dependencies in all, what a task id may be.
 MAX_WORKFLOW_TASKS = 100
 MAX_WORKFLOW_EDGES = 1_000

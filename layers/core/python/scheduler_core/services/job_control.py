@@ -19,12 +19,19 @@ from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
 from scheduler_core.domain.clock import Clock, from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run, iso_or_none
-from scheduler_core.domain.errors import Conflict, PreconditionFailed
+from scheduler_core.domain.errors import Conflict, PreconditionFailed, Unprocessable, field_error
 from scheduler_core.domain.job_firings import following_firing
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
-from scheduler_core.domain.schedule import ScheduleSpec
-from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, RunStatus, Trigger
+from scheduler_core.domain.schedule import ScheduleSpec, firings_between
+from scheduler_core.domain.vocabulary import (
+    MAX_BACKFILL_RUNS,
+    JobStatus,
+    MisfirePolicy,
+    Overlap,
+    RunStatus,
+    Trigger,
+)
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobRecords, Listing, RunRecords, RunTransitions
 from scheduler_core.services.dispatch import Dispatcher
@@ -204,6 +211,70 @@ class JobControl:
             # Its timer: if it has not started by then, its message is sent again.
             due_at=self._lifecycle.sent_timer(when, now),
         )
+
+    # --- backfill ------------------------------------------------------------------------
+
+    def backfill(self, job: Job, start: datetime, end: datetime) -> tuple[list[Run], int]:
+        """One run (`trigger: BACKFILL`) per firing of the job's schedule in [`start`, `end`]
+        that has no run yet, oldest first, each with its firing's time; under a limited
+        concurrency they queue for the running slots like a catch-up backlog (never SKIPPED).
+        (the runs made, how many firings had a run already). docs/concepts/job-control.md."""
+        if job.status is JobStatus.CANCELLED:
+            raise Conflict(f"job '{job.job_id}' is CANCELLED; it cannot be backfilled")
+        if job.schedule is None:
+            raise Unprocessable(
+                f"'{job.job_id}' has no schedule, so no firings to backfill; trigger it instead",
+                [field_error("start", "the workflow runs only when triggered")],
+            )
+        firings = firings_between(job.schedule, job.created_at, start, end, MAX_BACKFILL_RUNS + 1)
+        if len(firings) > MAX_BACKFILL_RUNS:
+            raise Unprocessable(
+                f"the window holds more than {MAX_BACKFILL_RUNS} firings; a backfill runs at most "
+                f"{MAX_BACKFILL_RUNS}: narrow it and send the rest as another backfill",
+                [field_error("end", f"more than {MAX_BACKFILL_RUNS} firings from start to end")],
+            )
+        now = self._clock.now()
+        existing = self._store.get_runs([(job.job_id, to_ms(fire_at)) for fire_at in firings])
+        queues = job.concurrency.overlap is not Overlap.ALLOW
+        made = [
+            run
+            for fire_at, had in zip(firings, existing, strict=True)
+            if had is None
+            and self._store.put_run_if_absent(run := self._backfill_run(job, fire_at, queues, now), now)
+        ]
+        if queues and made:
+            self._join_catch_up_queue(job, [run.scheduled_for_ms for run in made], now)
+        logger.info(
+            "job backfilled",
+            extra={"job_id": job.job_id, "runs": len(made), "already_run": len(firings) - len(made)},
+        )
+        metrics.add_metric(name="RunsBackfilled", unit="Count", value=len(made))
+        self._dispatcher.enqueue(made)
+        return made, len(firings) - len(made)
+
+    def _backfill_run(self, job: Job, fire_at: datetime, queues: bool, now: datetime) -> Run:
+        return Run(
+            run_id=keys.run_id(job.job_id, to_ms(fire_at)),
+            job_id=job.job_id,
+            status=RunStatus.PENDING,
+            trigger=Trigger.BACKFILL,
+            scheduled_for=fire_at,
+            # Due now: its lateness counts from the backfill, not from its (past) firing.
+            next_attempt_at=now,
+            priority=job.priority,
+            caught_up=queues,
+            due_at=self._lifecycle.sent_timer(now, now),
+        )
+
+    def _join_catch_up_queue(self, job: Job, runs_ms: list[int], now: datetime) -> None:
+        """The backfill's runs join the end of the job's catch-up queue (oldest first)."""
+        for _ in range(CHANGE_TRIES):
+            queued = [ms for ms in runs_ms if ms not in job.catch_up_queue_ms]
+            touched = job.model_copy(update={"version": job.version + 1, "updated_at": now})
+            if self._store.update_job_if_unchanged(job, touched, now, None, queued):
+                return
+            job = self._read_again(job)
+        raise _changed_concurrently(job)
 
     # --- patch ---------------------------------------------------------------------------
 

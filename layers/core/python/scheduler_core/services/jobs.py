@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 from scheduler_core.domain import keys
-from scheduler_core.domain.api_shapes import JobCreate, JobPatch
+from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.errors import (
@@ -198,6 +198,11 @@ class JobService:
 
     def resume(self, tenant: str, job_id: str) -> Job:
         return self._control.resume(self.get(tenant, job_id))
+
+    def backfill(self, tenant: str, job_id: str, request: Backfill) -> dict[str, int]:
+        """Run the job's firings from `start` to `end` that have no run yet (`JobControl.backfill`)."""
+        made, already = self._control.backfill(self.get(tenant, job_id), request.start, request.end)
+        return {"runs": len(made), "already_run": already}
 
     def trigger(self, tenant: str, job_id: str) -> Run:
         return self._control.trigger(self.get(tenant, job_id))

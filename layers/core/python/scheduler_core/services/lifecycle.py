@@ -27,7 +27,14 @@ from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.messages import MAX_DELAY_SECONDS, DeadLetter, run_message
 from scheduler_core.domain.retry import attempts_left, backoff
 from scheduler_core.domain.schedule import next_fire_after
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy, Overlap, RunStatus, Trigger
+from scheduler_core.domain.vocabulary import (
+    BY_NAME,
+    JobKind,
+    JobStatus,
+    MisfirePolicy,
+    Overlap,
+    RunStatus,
+)
 from scheduler_core.domain.wallclock import NeverFires
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobRecords, RunningSlots, RunQueue, RunRecords, RunRef, RunTransitions
@@ -261,7 +268,7 @@ class RunLifecycle:
         if job.status is JobStatus.CANCELLED:
             self._store.cancel_run_if_not_started(run, now)
             return "cancelled"
-        if job.status is JobStatus.PAUSED and run.trigger is not Trigger.MANUAL:
+        if job.status is JobStatus.PAUSED and run.trigger not in BY_NAME:
             # Set aside until the resume (which decides), not sent to be set aside again.
             return "paused" if self._store.resend_if_unchanged(run, self.paused_timer(now)) else "lost_race"
         return "resent" if self.send_again(run, now) else "lost_race"
@@ -335,7 +342,7 @@ def is_last(job: Job, run: Run | None = None) -> bool:
     """Whether the run being finished is the job's last, whose end completes the job: the run
     of a one-off's firing or of a schedule's last one, never a manual run nor an earlier
     firing's (see docs/concepts/schedules.md, "Windows", and job-control.md, "Trigger")."""
-    if job.next_fire_at is not None or (run is not None and run.trigger is Trigger.MANUAL):
+    if job.next_fire_at is not None or (run is not None and run.trigger in BY_NAME):
         return False
     if job.kind is JobKind.TASK or job.schedule is None:
         return False  # a task never completes; nor a workflow that runs only when triggered

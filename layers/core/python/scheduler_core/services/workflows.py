@@ -11,7 +11,7 @@ import uuid
 from typing import Any, Protocol
 
 from scheduler_core.domain import keys
-from scheduler_core.domain.api_shapes import JobCreate, TaskSpec, WorkflowCreate
+from scheduler_core.domain.api_shapes import Backfill, JobCreate, TaskSpec, WorkflowCreate
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.errors import Conflict, InvalidRequest, NotFound, SchedulerError
@@ -184,6 +184,13 @@ class WorkflowService:
         unchanged."""
         workflow = self.get(tenant, workflow_id)
         return self.run_view(workflow, self._control.trigger(workflow))
+
+    def backfill(self, tenant: str, workflow_id: str, request: Backfill) -> dict[str, int]:
+        """A workflow run per firing from `start` to `end` that has none yet, queued for the
+        workflow's running slots (`JobControl.backfill`)."""
+        workflow = self.get(tenant, workflow_id)
+        made, already = self._control.backfill(workflow, request.start, request.end)
+        return {"runs": len(made), "already_run": already}
 
     def list_runs(
         self, tenant: str, workflow_id: str, limit: int, cursor: str | None, status: RunStatus | None

@@ -4,6 +4,7 @@ retrying, or a late success remembered). Every write is fenced by the attempt it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler_core.adapters.dynamodb.codec import (
@@ -51,6 +52,25 @@ class RunsTable(TransactionalWrites):
         if job is None or not holds_run_with_job(job, scheduled_for_ms):
             return None
         return self._codec.run_with_job_from_item(job)
+
+    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
+        """Runs by (job id, scheduled time), on their own items or kept on their jobs', read
+        together (consistent BatchGetItems), in the order asked; None where there is none."""
+        job_ids = list(dict.fromkeys(job_id for job_id, _ in refs))
+        keys_read = [self._codec.run_key(job_id, ms) for job_id, ms in refs]
+        keys_read += [self._codec.job_key(job_id) for job_id in job_ids]
+        items = self._items_of(keys_read, _RUN_READ)
+        own, jobs = items[: len(refs)], dict(zip(job_ids, items[len(refs) :], strict=True))
+        runs: list[Run | None] = []
+        for (job_id, ms), item in zip(refs, own, strict=True):
+            job = jobs[job_id]
+            if item:
+                runs.append(self._codec.run_from_item(item))
+            elif job is not None and holds_run_with_job(job, ms):
+                runs.append(self._codec.run_with_job_from_item(job))
+            else:
+                runs.append(None)
+        return runs
 
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
         """A job and one of its runs, on the run's own item or kept on the job's, read together

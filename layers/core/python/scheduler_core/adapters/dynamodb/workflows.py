@@ -4,7 +4,7 @@ the join), ended; and a workflow run's task runs read together. docs/concepts/wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 
 from scheduler_core.adapters.dynamodb.expressions import HELD_BY_OWNER, HOLDS_SLOT
@@ -103,9 +103,3 @@ class WorkflowRunsTable(TransactionalWrites):
             elsewhere=False,
         )
         return self._write_if(request)
-
-    def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
-        """Runs on their own items by (job id, scheduled time), read together (consistent
-        BatchGetItem), in the order asked; None where there is none."""
-        items = self._items_of([self._codec.run_key(job_id, ms) for job_id, ms in refs])
-        return [self._codec.run_from_item(item) if item else None for item in items]
