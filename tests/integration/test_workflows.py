@@ -476,3 +476,32 @@ def test_a_workflow_backfill_runs_one_workflow_run_at_a_time(
     assert [(run["trigger"], run["status"]) for run in runs] == [("BACKFILL", "SUCCEEDED")] * 2
     b_calls = [request.headers["x-scheduler-scheduled-for"] for request in receiver.at("b")]
     assert b_calls == [iso(start), iso(start + timedelta(hours=1))]  # in turn: SKIP never skips a backfill
+
+
+def test_a_scheduled_workflow_run_due_while_one_runs_is_skipped_and_recorded(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")], schedule={"cron": "* * * * *"})
+    workflow_id = workflow["workflow_id"]
+    first = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+    def by_time() -> dict[str, str]:
+        runs = cloud.call("GET", f"/v1/workflows/{workflow_id}/runs").body["items"]
+        return {
+            run["scheduled_for"]: run["status"] for run in runs if run["scheduled_for"] <= iso(clock.now())
+        }
+
+    clock.move_to(first)
+    cloud.poll()
+    cloud.deliver((Priority.HIGH,))  # the first workflow run begins: a waits on its queue
+    clock.move_to(first + timedelta(minutes=1))
+    cloud.poll()
+    cloud.deliver((Priority.HIGH,))  # the next one is due while the first runs
+    assert by_time() == {iso(first): "RUNNING", iso(first + timedelta(minutes=1)): "SKIPPED"}
+    run_until_quiet(cloud)
+    assert by_time() == {iso(first): "SUCCEEDED", iso(first + timedelta(minutes=1)): "SKIPPED"}
+    assert len(receiver.at("b")) == 1
+    clock.move_to(first + timedelta(minutes=2))  # the slot is free again: the next one runs
+    cloud.poll()
+    run_until_quiet(cloud)
+    assert by_time()[iso(first + timedelta(minutes=2))] == "SUCCEEDED"
