@@ -26,7 +26,7 @@ from scheduler_core.api import (
     version_of,
 )
 from scheduler_core.composition import default_job_service
-from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch, WorkflowCreate
+from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch, WorkflowCreate, WorkflowPatch
 from scheduler_core.domain.errors import SchedulerError
 from scheduler_core.domain.tenancy import tenant_of
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
@@ -284,6 +284,27 @@ def list_workflows(
 @app.get("/v1/workflows/<workflow_id>", summary="Get a workflow")
 def get_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().get(_tenant(), workflow_id)))
+
+
+@app.patch(
+    "/v1/workflows/<workflow_id>",
+    summary="Change a workflow",
+    description="Any of the create fields; each one given replaces the workflow's (tasks as a "
+    "whole; schedule null: it runs only when triggered). Workflow runs under way keep their graph. "
+    "409 for a cancelled or completed workflow; with If-Match (its version), 412 at another version.",
+)
+def update_workflow(
+    workflow_id: str,
+    patch: WorkflowPatch,
+    if_match: Annotated[
+        str | None, Header(alias="If-Match", description="The version of the workflow as read, e.g. 3.")
+    ] = None,
+) -> Response[Any]:
+    try:
+        workflow = _workflows().update(_tenant(), workflow_id, patch, version_of(if_match))
+    except ValidationError as exc:  # the workflow as patched breaks a rule across fields
+        raise RequestValidationError(exc.errors()) from exc
+    return _json(200, workflow_view(workflow))
 
 
 @app.delete("/v1/workflows/<workflow_id>", summary="Cancel a workflow")

@@ -505,3 +505,35 @@ def test_a_scheduled_workflow_run_due_while_one_runs_is_skipped_and_recorded(
     cloud.poll()
     run_until_quiet(cloud)
     assert by_time()[iso(first + timedelta(minutes=2))] == "SUCCEEDED"
+
+
+def test_a_change_applies_to_later_runs_and_takes_a_task_out(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a"), task(receiver, "c", "a")])
+    workflow_id = workflow["workflow_id"]
+    first = trigger(cloud, workflow_id)
+    cloud.deliver((Priority.HIGH,))  # the first run begins with the old graph
+    patch = {
+        "name": "renamed",
+        "tasks": [task(receiver, "a"), task(receiver, "c", "a"), task(receiver, "c2", "c")],
+    }
+    stale = cloud.call("PATCH", f"/v1/workflows/{workflow_id}", patch, headers={"If-Match": "7"})
+    assert stale.status == 412
+    changed = cloud.call("PATCH", f"/v1/workflows/{workflow_id}", patch, headers={"If-Match": "1"})
+    assert changed.status == 200, changed.body
+    assert changed.body["version"] == 2
+    assert [t["task_id"] for t in changed.body["tasks"]] == ["a", "c", "c2"]
+    run_until_quiet(cloud)
+    old = workflow_run(cloud, workflow_id, first)
+    assert statuses(old) == {"a": "SUCCEEDED", "b": "CANCELLED", "c": "SUCCEEDED"}  # b was taken out
+    assert old["status"] == "CANCELLED"
+    second = trigger(cloud, workflow_id)
+    run_until_quiet(cloud)
+    assert statuses(workflow_run(cloud, workflow_id, second)) == dict.fromkeys(("a", "c", "c2"), "SUCCEEDED")
+    cyclic = {
+        "tasks": [{"task_id": "x", "depends_on": ["x"], "target": {"type": "HTTP", "url": receiver.url}}]
+    }
+    refused = cloud.call("PATCH", f"/v1/workflows/{workflow_id}", cyclic)
+    assert refused.status == 400
+    assert refused.body["error"]["details"][0]["field"] == "tasks[0].depends_on[0]"

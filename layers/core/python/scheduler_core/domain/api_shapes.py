@@ -164,3 +164,26 @@ class WorkflowCreate(StrictModel):
     tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_WORKFLOW_TASKS)
     concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+
+
+class WorkflowPatch(StrictModel):
+    """Body of `PATCH /v1/workflows/{workflow_id}`: any of `WorkflowCreate`'s fields, each one
+    given replacing the workflow's as a whole (`tasks` too); `schedule: null` leaves it to run
+    only when triggered. The workflow as patched is checked as a create is."""
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    schedule: ScheduleSpec | None = None
+    tasks: list[TaskSpec] | None = Field(None, min_length=1, max_length=MAX_WORKFLOW_TASKS)
+    concurrency: ConcurrencyPolicy | None = None
+    misfire: MisfirePolicy | None = None
+
+    @field_validator("name", "tasks", "concurrency", "misfire")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep the workflow's value")
+        return value
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the request gave, by name (a `schedule` of null included)."""
+        return {name: getattr(self, name) for name in self.model_fields_set}

@@ -197,7 +197,8 @@ class RunExecutor:
                 logger.warning("message for a job that does not exist", extra=context)
                 return Outcome.JOB_GONE
             if job.status is JobStatus.CANCELLED:
-                self._store.cancel_run_if_not_started(message, self._clock.now())
+                if self._store.cancel_run_if_not_started(message, self._clock.now()) and run is not None:
+                    self._task_ended(job, run, RunStatus.CANCELLED)
                 logger.info("run cancelled: its job is CANCELLED", extra=context)
                 return Outcome.CANCELLED
             if job.status is not JobStatus.PAUSED or self._manual_while_paused(job, message, run):

@@ -11,10 +11,17 @@ import uuid
 from typing import Any, Protocol
 
 from scheduler_core.domain import keys
-from scheduler_core.domain.api_shapes import Backfill, JobCreate, TaskSpec, WorkflowCreate
+from scheduler_core.domain.api_shapes import Backfill, JobCreate, TaskSpec, WorkflowCreate, WorkflowPatch
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
-from scheduler_core.domain.errors import Conflict, InvalidRequest, NotFound, SchedulerError
+from scheduler_core.domain.errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    SchedulerError,
+    field_error,
+)
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
 from scheduler_core.domain.target_access import TargetAccess
@@ -27,6 +34,8 @@ from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
+# How often a task's item is written again when something else changed it meanwhile.
+CHANGE_TRIES = 5
 # How many of a workflow's newest runs a cancel looks at for runs under way.
 RUNNING_SWEEP = 100
 # A workflow run's statuses as the API shows them: its run's, PENDING until a worker begins it.
@@ -62,11 +71,7 @@ class WorkflowService:
         """A new workflow: its tasks checked as a graph (each error naming its field) and
         their targets as a job's, its task items written, then the workflow's (the write that
         makes it exist); claimed at once when it fires within the lookahead."""
-        errors = graph_errors(request.tasks)
-        if errors:
-            raise InvalidRequest(errors[0]["message"], errors)
-        for index, task in enumerate(request.tasks):
-            self._check_target(index, task)
+        self._check(request)
         now = self._clock.now()
         workflow_id = uuid.uuid4().hex
         first = first_firing(request.schedule, now, now) if request.schedule is not None else None
@@ -102,6 +107,15 @@ class WorkflowService:
                 "claim at create failed; the poller claims it", extra={"workflow_id": workflow_id}
             )
             return workflow
+
+    def _check(self, request: WorkflowCreate) -> None:
+        """What a workflow's fields cannot say alone: its tasks form a DAG, each target is one
+        the worker may reach; each error names its field."""
+        errors = graph_errors(request.tasks)
+        if errors:
+            raise InvalidRequest(errors[0]["message"], errors)
+        for index, task in enumerate(request.tasks):
+            self._check_target(index, task)
 
     def _check_target(self, index: int, task: TaskSpec) -> None:
         """A task's target checked as a job's, its error's fields named within the task."""
@@ -147,6 +161,91 @@ class WorkflowService:
         self, tenant: str, limit: int, cursor: str | None, status: JobStatus | None, name_prefix: str | None
     ) -> Page:
         return self._store.list_jobs(keys.workflows_of(tenant), limit, cursor, status, name_prefix)
+
+    # --- change ---------------------------------------------------------------------------------
+
+    def update(self, tenant: str, workflow_id: str, patch: WorkflowPatch, if_match: int | None) -> Job:
+        """Apply `patch` as one new version (docs/concepts/workflows.md, "Changes"): the
+        workflow as patched is checked as a create is; a new schedule counts from now (a
+        workflow run already claimed keeps its time); tasks take their new targets, payloads,
+        retries and priorities for task runs not started yet; a workflow run under way keeps
+        its graph; a task taken out is cancelled where it has not started. 409 for a
+        cancelled or completed workflow; with If-Match, 412 at another version."""
+        workflow = self.get(tenant, workflow_id)
+        if workflow.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+            raise Conflict(f"workflow '{workflow_id}' is {workflow.status}; it cannot be changed")
+        if if_match is not None and if_match != workflow.version:
+            raise PreconditionFailed(
+                f"workflow '{workflow_id}' is at version {workflow.version}, not {if_match}; read it again",
+                [field_error("If-Match", f"the workflow is at version {workflow.version}")],
+            )
+        changes = patch.changes()
+        current = {
+            "name": workflow.name,
+            "schedule": workflow.schedule,
+            "tasks": workflow.tasks,
+            "concurrency": workflow.concurrency,
+            "misfire": workflow.misfire,
+        }
+        request = WorkflowCreate.model_validate(current | changes)
+        self._check(request)
+        now = self._clock.now()
+        next_fire_at = workflow.next_fire_at
+        if "schedule" in changes:
+            next_fire_at = first_firing(request.schedule, now, now) if request.schedule is not None else None
+        after = workflow.model_copy(
+            update={
+                "name": request.name,
+                "schedule": request.schedule,
+                "tasks": request.tasks,
+                "concurrency": request.concurrency,
+                "misfire": request.misfire,
+                "next_fire_at": next_fire_at,
+                "version": workflow.version + 1,
+                "updated_at": now,
+            }
+        )
+        if not self._store.update_job_if_unchanged(workflow, after, now):
+            raise PreconditionFailed(
+                f"workflow '{workflow_id}' changed while this request ran; read it again",
+                [field_error("If-Match", "the workflow changed meanwhile")],
+            )
+        self._write_tasks(after, workflow.tasks or [])
+        logger.info("workflow changed", extra={"workflow_id": workflow_id, "fields": sorted(changes)})
+        if after.status is JobStatus.SCHEDULED and next_fire_at is not None:
+            try:
+                return self._dispatcher.claim_and_enqueue(after, now).job
+            except Exception:
+                logger.exception("claim after a change failed; the poller claims it", extra=_ids(after))
+        return after
+
+    def _write_tasks(self, workflow: Job, before: list[TaskSpec]) -> None:
+        """Each task's item as the workflow now has it; a task taken out is cancelled (a late
+        message of its run is then cancelled by the worker)."""
+        now = self._clock.now()
+        for task in workflow.tasks or []:
+            wanted = self._task_job(workflow, task)
+            for _ in range(CHANGE_TRIES):
+                existing = self._store.get_job(wanted.job_id)
+                if existing is None:
+                    if self._store.put_job_if_absent(wanted):
+                        break
+                    continue
+                replaced = wanted.model_copy(
+                    update={
+                        "version": existing.version + 1,
+                        "created_at": existing.created_at,
+                        "updated_at": now,
+                    }
+                )
+                if self._store.update_job_if_unchanged(existing, replaced, now):
+                    break
+            else:
+                raise Conflict(f"task '{task.task_id}' kept changing; send the change again")
+        kept = {task.task_id for task in workflow.tasks or []}
+        for task in before:
+            if task.task_id not in kept:
+                self._store.cancel_job_if_active(keys.task_job_id(workflow.job_id, task.task_id), now)
 
     # --- pause, resume, cancel ----------------------------------------------------------------
 
@@ -289,6 +388,10 @@ class WorkflowService:
             "finished_at": iso_or_none(run.finished_at),
             "tasks": tasks,
         }
+
+
+def _ids(workflow: Job) -> dict[str, object]:
+    return {"workflow_id": workflow.job_id}
 
 
 def _no_job_request(_: JobCreate) -> None:
