@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.composition import build_queue
+from scheduler_core.composition import build_queue, build_redriver
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.services import workflow_runs
@@ -537,3 +537,29 @@ def test_a_change_applies_to_later_runs_and_takes_a_task_out(
     refused = cloud.call("PATCH", f"/v1/workflows/{workflow_id}", cyclic)
     assert refused.status == 400
     assert refused.body["error"]["details"][0]["field"] == "tasks[0].depends_on[0]"
+
+
+def test_a_failed_task_re_driven_from_the_dlq_carries_its_workflow_run_on(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    """`make redrive` re-drives a task's run as any run: its success then counts as a retry
+    of the task, and the workflow run that had failed runs again."""
+    workflow = create(
+        cloud,
+        [
+            task(receiver, "extract", statuses=(500,), retry={"max_attempts": 1}),
+            task(receiver, "load", "extract"),
+        ],
+    )
+    workflow_id = workflow["workflow_id"]
+    run_id = trigger(cloud, workflow_id)
+    run_until_quiet(cloud)
+    assert workflow_run(cloud, workflow_id, run_id)["status"] == "FAILED"
+
+    report = build_redriver(cloud.settings, cloud.clients, cloud.clock, wait_seconds=0).redrive()
+    assert sum(report.outcomes.values()) >= 1, report
+    run_until_quiet(cloud)
+    run = workflow_run(cloud, workflow_id, run_id)
+    assert statuses(run) == {"extract": "SUCCEEDED", "load": "SUCCEEDED"}
+    assert run["status"] == "SUCCEEDED"
+    assert len(receiver.at("load")) == 1

@@ -119,18 +119,32 @@ class WorkflowRunner:
             )
 
     def _join(self, workflow_id: str, scheduled_ms: int, ended: dict[str, Phase]) -> None:
+        """Record tasks' ends on their workflow run, read again until one write holds. The
+        end of a task its workflow run has as FAILED (its run re-driven from the DLQ, not
+        through the workflow) counts as a retry of that task: what its failure decided is
+        decided again, and an ended workflow run runs again."""
         for _ in range(JOIN_TRIES):
             workflow_run = self._store.get_run(workflow_id, scheduled_ms)
             if workflow_run is None or workflow_run.workflow is None:
                 return  # gone (TTL) or never begun: nothing waits on it
             state = workflow_run.workflow
-            step = Step(dict(state.phases))
             graph = graph_of(state)
+            step = Step(dict(state.phases))
             for task_id, outcome in ended.items():
-                after = task_ended(graph, step.phases, task_id, outcome)
-                step = Step(
-                    after.phases, (*step.released, *after.released), {**step.decided, **after.decided}
-                )
+                if state.phases.get(task_id) is Phase.FAILED and outcome is not Phase.FAILED:
+                    step = step.then(retried(graph, step.phases, task_id))
+            if workflow_run.status is not RunStatus.RUNNING:
+                if not step.changed:
+                    return  # ended, and nothing here changes that
+                if self._store.reopen_workflow_run_if_unchanged(
+                    workflow_run, step.phases, self._clock.now() + RECHECK
+                ):
+                    logger.info(
+                        "workflow run goes on: a failed task's run went on", extra=_context(workflow_run)
+                    )
+                continue  # the ends are joined on the run as it is now
+            for task_id, outcome in ended.items():
+                step = step.then(task_ended(graph, step.phases, task_id, outcome))
             if not step.changed:
                 return
             if self._advance(workflow_run, step):
@@ -228,10 +242,7 @@ class WorkflowRunner:
             if run is None:
                 missing.append(task)
             elif run.status in _OUTCOMES:
-                after = task_ended(graph, step.phases, task, _OUTCOMES[run.status])
-                step = Step(
-                    after.phases, (*step.released, *after.released), {**step.decided, **after.decided}
-                )
+                step = step.then(task_ended(graph, step.phases, task, _OUTCOMES[run.status]))
         if step.changed:
             found = "joined"
         elif missing:

@@ -55,21 +55,22 @@ class RunsTable(TransactionalWrites):
 
     def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
         """Runs by (job id, scheduled time), on their own items or kept on their jobs', read
-        together (consistent BatchGetItems), in the order asked; None where there is none."""
-        job_ids = list(dict.fromkeys(job_id for job_id, _ in refs))
-        keys_read = [self._codec.run_key(job_id, ms) for job_id, ms in refs]
-        keys_read += [self._codec.job_key(job_id) for job_id in job_ids]
-        items = self._items_of(keys_read, _RUN_READ)
-        own, jobs = items[: len(refs)], dict(zip(job_ids, items[len(refs) :], strict=True))
-        runs: list[Run | None] = []
-        for (job_id, ms), item in zip(refs, own, strict=True):
-            job = jobs[job_id]
-            if item:
-                runs.append(self._codec.run_from_item(item))
-            elif job is not None and holds_run_with_job(job, ms):
-                runs.append(self._codec.run_with_job_from_item(job))
-            else:
-                runs.append(None)
+        together (consistent BatchGetItems), in the order asked; None where there is none.
+        The jobs' items are read only for runs that have no item of their own."""
+        own = self._items_of([self._codec.run_key(job_id, ms) for job_id, ms in refs], _RUN_READ)
+        runs: list[Run | None] = [self._codec.run_from_item(item) if item else None for item in own]
+        missing = list(
+            dict.fromkeys(job_id for (job_id, _), run in zip(refs, runs, strict=True) if run is None)
+        )
+        if not missing:
+            return runs
+        jobs = dict(
+            zip(missing, self._items_of([self._codec.job_key(j) for j in missing], _RUN_READ), strict=True)
+        )
+        for position, (job_id, ms) in enumerate(refs):
+            job = jobs.get(job_id)
+            if runs[position] is None and job is not None and holds_run_with_job(job, ms):
+                runs[position] = self._codec.run_with_job_from_item(job)
         return runs
 
     def get_job_and_run(self, job_id: str, scheduled_for_ms: int) -> tuple[Job | None, Run | None]:
