@@ -12,9 +12,11 @@ import pytest
 
 from scheduler_core.composition import build_queue, build_redriver
 from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.services import workflow_runs
 from scheduler_core.services.workflow_runs import WorkflowRunner
+from tests.support.faults import WorkerDied, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
@@ -563,3 +565,29 @@ def test_a_failed_task_re_driven_from_the_dlq_carries_its_workflow_run_on(
     assert statuses(run) == {"extract": "SUCCEEDED", "load": "SUCCEEDED"}
     assert run["status"] == "SUCCEEDED"
     assert len(receiver.at("load")) == 1
+
+
+def test_a_task_whose_worker_died_with_no_attempt_left_fails_and_moves_its_workflow_run_on(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    workflow = create(
+        cloud,
+        [
+            task(receiver, "a", retry={"max_attempts": 1}),
+            task(receiver, "cleanup", "a", trigger_rule="ALL_DONE"),
+        ],
+    )
+    run_id = trigger(cloud, workflow["workflow_id"])
+    cloud.deliver((Priority.HIGH,))  # begun: a on its queue
+    url = cloud.queue_url(Priority.NORMAL)
+    [message] = cloud.clients.sqs().receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+    with pytest.raises(WorkerDied):
+        dying_executor(cloud).execute(RunMessage.model_validate_json(message["Body"]))
+    clock.advance(cloud.settings.run_lease_seconds + 1)
+    reports = cloud.poll()  # the lease ran out: a FAILED, and its workflow run moves on at once
+    assert sum(report.watched.get("failed", 0) for report in reports) == 1
+    assert sum(report.watched.get("workflow_joined", 0) for report in reports) == 0
+    run_until_quiet(cloud)
+    run = workflow_run(cloud, workflow["workflow_id"], run_id)
+    assert statuses(run) == {"a": "FAILED", "cleanup": "SUCCEEDED"}
+    assert run["status"] == "FAILED"

@@ -31,6 +31,12 @@ def task_job_id(workflow_id: str, task_id: str) -> str:
     return f"{workflow_id}.{task_id}"
 
 
+def task_of(job_id: str) -> tuple[str, str] | None:
+    """(workflow id, task id) of a task's job item id; None for any other job's."""
+    workflow_id, dot, task_id = job_id.rpartition(".")
+    return (workflow_id, task_id) if dot else None
+
+
 def run_sk(scheduled_for_ms: int) -> str:
     return f"{RUN_SK_PREFIX}{scheduled_for_ms:013d}"
 

@@ -66,12 +66,6 @@ def graph_of(state: WorkflowState) -> Graph:
     return Graph.of(state.graph)
 
 
-def task_ref(run: Run) -> tuple[str, str] | None:
-    """(workflow id, task id) of a task's run, from its job id; None for any other run."""
-    workflow_id, dot, task_id = run.job_id.rpartition(".")
-    return (workflow_id, task_id) if dot else None
-
-
 class WorkflowRunner:
     def __init__(self, store: WorkflowStore, queue: RunQueue, clock: Clock, lifecycle: RunLifecycle) -> None:
         self._store = store
@@ -116,6 +110,22 @@ class WorkflowRunner:
             logger.exception(
                 "join failed; the workflow run's timer picks it up",
                 extra={"workflow_id": task.workflow_id, "task_id": task.task_id, "run_id": run.run_id},
+            )
+
+    def watched_run_ended(self, run: Run, status: RunStatus) -> None:
+        """The watchdog ended a run (its lease expired with no attempt left, its job gone or
+        cancelled): if it is a workflow task's, its workflow run moves on now rather than at
+        its timer. Any other run: nothing."""
+        ref = keys.task_of(run.job_id)
+        if ref is None or status not in _OUTCOMES:
+            return
+        workflow_id, task_id = ref
+        try:
+            self._join(workflow_id, run.scheduled_for_ms, {task_id: _OUTCOMES[status]})
+        except Exception:
+            logger.exception(
+                "join failed; the workflow run's timer picks it up",
+                extra={"workflow_id": workflow_id, "task_id": task_id, "run_id": run.run_id},
             )
 
     def _join(self, workflow_id: str, scheduled_ms: int, ended: dict[str, Phase]) -> None:
