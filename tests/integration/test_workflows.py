@@ -591,3 +591,21 @@ def test_a_task_whose_worker_died_with_no_attempt_left_fails_and_moves_its_workf
     run = workflow_run(cloud, workflow["workflow_id"], run_id)
     assert statuses(run) == {"a": "FAILED", "cleanup": "SUCCEEDED"}
     assert run["status"] == "FAILED"
+
+
+def test_a_worker_dying_between_the_join_and_the_release_is_caught_up_by_the_poller(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workflow = create(cloud, [task(receiver, "a"), task(receiver, "b", "a")])
+    run_id = trigger(cloud, workflow["workflow_id"])
+    with monkeypatch.context() as patched:
+        patched.setattr(WorkflowRunner, "_release", lambda *args: None)  # dies after each write
+        run_until_quiet(cloud)
+    assert receiver.requests == []  # begun, a released, but its run never made
+    clock.advance(workflow_runs.RECHECK.total_seconds() + 1)
+    reports = cloud.poll()
+    assert sum(report.watched.get("workflow_released", 0) for report in reports) == 1
+    run_until_quiet(cloud)
+    assert len(receiver.at("a")) == 1
+    assert len(receiver.at("b")) == 1
+    assert workflow_run(cloud, workflow["workflow_id"], run_id)["status"] == "SUCCEEDED"
