@@ -1,14 +1,15 @@
-"""An in-memory fake of every port of the jobs table (`scheduler_core.ports.JobStore`), for
-service tests that need no moto. It keeps jobs and runs as the entities themselves and
-applies each write's condition as the port states it, under one lock (the poll claims on
-threads). `tests/integration/test_store_contract*.py` run the same cases against it and
-the DynamoDB adapter, so the two cannot drift.
+"""An in-memory fake of every port of the jobs table (`scheduler_core.ports.JobStore`, and
+`WorkflowRuns`), for service tests that need no moto. It keeps jobs and runs as the entities
+themselves and applies each write's condition as the port states it, under one lock (the
+poll claims on threads). `tests/integration/test_store_contract*.py` run the same cases
+against it and the DynamoDB adapter, so the two cannot drift.
 
 Where it knowingly differs: it keeps every run apart (no run kept on its job's item, so
 `with_job` is ignored), and a run is in the due bucket of its timer, where the adapter
 leaves a one-off's run in its firing's bucket until a write moves its timer; a poll, which
 reads every bucket from its watermark, finds it either way. Its change of a job never fails
-because the job's kept run changed meanwhile (the adapter's does: the caller reads again)."""
+because the job's kept run changed meanwhile (the adapter's does: the caller reads again).
+`get_runs` answers a ref asked twice (the adapter's BatchGetItem refuses repeated keys)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.ports import CursorNotValid, DueItems, Page
 from tests.support.fake_table import FakeTable, created_key
-from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions
+from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions, FakeWorkflowRuns
 
 
 class _FakeRecords(FakeTable):
@@ -142,6 +143,8 @@ class _FakeRecords(FakeTable):
             return self._runs.get((job_id, scheduled_for_ms))
 
     def get_runs(self, refs: Sequence[tuple[str, int]]) -> list[Run | None]:
+        """As the adapter's: in the order asked, None where there is none; a run its job's
+        item would keep (`Run.with_job`) is one like any here, so it is read too."""
         with self._lock:
             return [self._runs.get(ref) for ref in refs]
 
@@ -228,6 +231,6 @@ class _FakeRecords(FakeTable):
                 self._watermarks[shard] = bucket_ms
 
 
-class InMemoryJobStore(_FakeRecords, FakeRunTransitions, FakeRunningSlots):
-    """`JobStore` in memory. `shard_count` places jobs and runs in the due index as the
-    adapter does (`keys.shard_for`)."""
+class InMemoryJobStore(_FakeRecords, FakeRunTransitions, FakeRunningSlots, FakeWorkflowRuns):
+    """`JobStore` and `WorkflowRuns` in memory. `shard_count` places jobs and runs in the due
+    index as the adapter does (`keys.shard_for`)."""

@@ -1,8 +1,10 @@
-"""The in-memory fake's run transitions and running slots (`fake_store.InMemoryJobStore`):
-each write's condition as its port (`RunTransitions`, `RunningSlots`) states it."""
+"""The in-memory fake's run transitions, running slots and workflow runs
+(`fake_store.InMemoryJobStore`): each write's condition as its port (`RunTransitions`,
+`RunningSlots`, `WorkflowRuns`) states it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +12,7 @@ from scheduler_core.domain import run_state
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
+from scheduler_core.domain.workflows import Phase, WorkflowState
 from scheduler_core.ports import RunRef, SlotsChanged
 from tests.support.fake_table import (
     ENDED_FOR_GOOD,
@@ -336,3 +339,81 @@ class FakeRunningSlots(FakeTable):
                 return False
             self._jobs[job_id] = job.model_copy(update={"buffered_run_ms": None})
             return True
+
+
+class FakeWorkflowRuns(FakeTable):
+    # --- WorkflowRuns -------------------------------------------------------------------
+
+    def begin_workflow_run_if_held(
+        self, run: Run, owner: str, state: WorkflowState, timer: datetime
+    ) -> Run | None:
+        with self._lock:
+            stored = self._held(run, owner)
+            if stored is None or stored.workflow is not None:
+                return None
+            begun = stored.model_copy(
+                update={"workflow": state.model_copy(deep=True), "due_at": timer, "lease_until": None}
+            )
+            self._runs[self._key(run)] = begun
+            self._owners.pop(self._key(run), None)  # the lease is given up: nobody holds it
+            return begun
+
+    def advance_workflow_run_if_unchanged(
+        self,
+        run: Run,
+        phases: Mapping[str, Phase],
+        now: datetime,
+        *,
+        timer: datetime | None = None,
+        end: RunStatus | None = None,
+        complete_job: bool = False,
+    ) -> bool:
+        state = _moved_on(run, phases)
+        release = end is not None and run.holds_slot
+        with self._lock:
+            stored = self._at_version(run, RunStatus.RUNNING)
+            if stored is None or (release and not stored.holds_slot):
+                return False
+            if end is None:
+                assert timer is not None, "a workflow run going on keeps a timer"
+                self._runs[self._key(run)] = stored.model_copy(update={"workflow": state, "due_at": timer})
+                return True
+            # Its timer and slot go (`run_ended`); the adapter leaves what else it had as it was.
+            kept = {"lease_until": stored.lease_until, "next_attempt_at": stored.next_attempt_at}
+            changes: dict[str, Any] = {"workflow": state, "status": end, "finished_at": now, **kept}
+            self._end(stored, changes, now, complete_job, release)
+            return True
+
+    def reopen_workflow_run_if_unchanged(
+        self, run: Run, phases: Mapping[str, Phase], timer: datetime
+    ) -> bool:
+        state = _moved_on(run, phases)
+        with self._lock:
+            stored = self._at_version(run, run.status)
+            if stored is None:
+                return False
+            self._runs[self._key(run)] = stored.model_copy(
+                update={"workflow": state, "status": RunStatus.RUNNING, "finished_at": None, "due_at": timer}
+            )
+            return True
+
+    def _at_version(self, run: Run, status: RunStatus) -> Run | None:
+        """The stored workflow run if it is `status` at the version `run` was read at."""
+        assert run.workflow is not None, "only a begun workflow run moves on"
+        stored = self._runs.get(self._key(run))
+        if (
+            stored is None
+            or stored.status is not status
+            or stored.workflow is None
+            or stored.workflow.version != run.workflow.version
+        ):
+            return None
+        return stored
+
+
+def _moved_on(run: Run, phases: Mapping[str, Phase]) -> WorkflowState:
+    """`run`'s workflow state (its graph as read) with `phases`, at the next version."""
+    assert run.workflow is not None, "only a begun workflow run moves on"
+    return run.workflow.model_copy(
+        update={"phases": dict(phases), "version": run.workflow.version + 1}, deep=True
+    )

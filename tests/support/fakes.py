@@ -1,8 +1,8 @@
 """In-memory fakes of the ports beside the jobs table (`fake_store.py`): the run queue, the
 targets, the DLQ, the create-once record and a message's lease; the services wired on
-them, as the composition root wires the real ones (`fake_world`); and SQS's event source
-mapping between the queue and the worker (`Deliveries`). For tests of the services' rules
-with no moto: what a fake records is what the port was asked."""
+them, as the composition root wires the real ones (`fake_world`, workflows included); and
+SQS's event source mapping between the queue and the worker (`Deliveries`). For tests of
+the services' rules with no moto: what a fake records is what the port was asked."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from scheduler_core.domain.clock import ManualClock, to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
 from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.ports import DeadLetterMessage, Delivery, KeyInUse, KeyReused
 from scheduler_core.services.dispatch import Dispatcher, PollPolicy
 from scheduler_core.services.execution import RunExecutor
@@ -22,6 +23,8 @@ from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import InOrder
 from scheduler_core.services.redrive import DeadLetterRedriver
+from scheduler_core.services.workflow_runs import WorkflowRunner
+from scheduler_core.services.workflows import WorkflowService
 from tests.support.fake_store import InMemoryJobStore
 
 
@@ -162,8 +165,8 @@ class NoteLease:
 
 @dataclass
 class FakeWorld:
-    """The API's job service, the poll and the worker on fakes, sharing one store, queue and
-    clock."""
+    """The API's job service (its workflows API: `jobs.workflows`), the poll and the worker
+    on fakes, sharing one store, queue and clock."""
 
     clock: ManualClock
     store: InMemoryJobStore
@@ -176,6 +179,7 @@ class FakeWorld:
     creates: MemoryCreateOnce
     dead_letters: MemoryDeadLetters  # the DLQ the queue's dead letters are posted to
     redriver: DeadLetterRedriver  # `make redrive` on that DLQ
+    workflows: WorkflowRunner  # how workflow runs move on: the worker's, the poll's, the API's
 
 
 # The settings' default poll timers (lookahead 120 s, grace 120 s, first-poll lookback 900 s).
@@ -203,13 +207,27 @@ def fake_world(
     targets = targets if targets is not None else ScriptedTargets()
     timers = TimerPolicy(resend_after=timedelta(seconds=60), lookahead=POLL_POLICY.lookahead)
     lifecycle = RunLifecycle(store, queue, clock, timers)
-    dispatcher = Dispatcher(store, queue, clock, POLL_POLICY, lifecycle, InOrder())
-    executor = RunExecutor(store, targets, clock, lease=lease, lifecycle=lifecycle)
+    workflows = WorkflowRunner(store, queue, clock, lifecycle)
+    dispatcher = Dispatcher(store, queue, clock, POLL_POLICY, lifecycle, InOrder(), workflows=workflows)
+    executor = RunExecutor(store, targets, clock, lease=lease, lifecycle=lifecycle, workflows=workflows)
     creates = MemoryCreateOnce()
-    jobs = JobService(store, dispatcher, clock, lifecycle, creates=creates)
+    access = TargetAccess()
+    workflow_api = WorkflowService(store, workflows, dispatcher, clock, lifecycle, access)
+    jobs = JobService(store, dispatcher, clock, lifecycle, access, creates=creates, workflows=workflow_api)
     redriver = DeadLetterRedriver(store, queue, lifecycle, dead_letters)
     return FakeWorld(
-        clock, store, queue, targets, lifecycle, dispatcher, executor, jobs, creates, dead_letters, redriver
+        clock,
+        store,
+        queue,
+        targets,
+        lifecycle,
+        dispatcher,
+        executor,
+        jobs,
+        creates,
+        dead_letters,
+        redriver,
+        workflows,
     )
 
 

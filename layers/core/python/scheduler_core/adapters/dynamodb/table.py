@@ -243,8 +243,12 @@ class TableAdapter:
         self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
     ) -> list[dict[str, Any] | None]:
         """The items of index entries (only `attributes` of them, if given), in their order;
-        None where the item is gone."""
-        found = self._get_items([{"pk": entry["pk"], "sk": entry["sk"]} for entry in entries], attributes)
+        None where the item is gone. An entry given twice is read once (BatchGetItem refuses
+        a key twice)."""
+        unique = {(entry["pk"]["S"], entry["sk"]["S"]): entry for entry in entries}
+        found = self._get_items(
+            [{"pk": entry["pk"], "sk": entry["sk"]} for entry in unique.values()], attributes
+        )
         return [found.get((entry["pk"]["S"], entry["sk"]["S"])) for entry in entries]
 
     def _get_items(
