@@ -168,6 +168,26 @@ class Api(Construct):
         for verb in ("GET", "PATCH", "DELETE"):
             self._add_method(job, verb, job_id)
         self._add_method(job_subresources, "ANY", {**job_id, "method.request.path.proxy": True})
+
+        workflows = v1.add_resource("workflows")
+        workflow = workflows.add_resource("{workflow_id}")
+        # pause, resume, trigger, backfill, runs and below: routed in the function, as a job's.
+        workflow_subresources = workflow.add_resource("{proxy+}")
+        workflow_id = {"method.request.path.workflow_id": True}
+        self._add_method(
+            workflows,
+            "GET",
+            {
+                "method.request.querystring.status": False,
+                "method.request.querystring.name_prefix": False,
+                "method.request.querystring.limit": False,
+                "method.request.querystring.cursor": False,
+            },
+        )
+        self._add_method(workflows, "POST", {})
+        for verb in ("GET", "PATCH", "DELETE"):
+            self._add_method(workflow, verb, workflow_id)
+        self._add_method(workflow_subresources, "ANY", {**workflow_id, "method.request.path.proxy": True})
         self._add_method(v1.add_resource("openapi.json"), "GET", {})
         self._add_method(v1.add_resource("docs"), "GET", {})
 

@@ -15,6 +15,12 @@ EXPECTED_ROUTES = {
     ("/v1/jobs/{job_id}", "PATCH"),
     ("/v1/jobs/{job_id}", "DELETE"),
     ("/v1/jobs/{job_id}/{proxy+}", "ANY"),
+    ("/v1/workflows", "GET"),
+    ("/v1/workflows", "POST"),
+    ("/v1/workflows/{workflow_id}", "GET"),
+    ("/v1/workflows/{workflow_id}", "PATCH"),
+    ("/v1/workflows/{workflow_id}", "DELETE"),
+    ("/v1/workflows/{workflow_id}/{proxy+}", "ANY"),
     ("/v1/openapi.json", "GET"),
     ("/v1/docs", "GET"),
 }
@@ -132,3 +138,29 @@ def test_api_gateway_may_invoke_the_api_function_only_from_this_api(synthesis: S
     for permission in permissions:
         assert permission["FunctionName"] == {"Fn::GetAtt": [synthesis.function_ids["api"], "Arn"]}
         assert {"Ref": rest_api_id} in permission["SourceArn"]["Fn::Join"][1]
+
+
+def test_every_route_of_the_api_function_is_reachable_through_the_gateway(synthesis: Synthesis) -> None:
+    """Each path and verb the API function serves (its OpenAPI document) has a gateway method:
+    its own, or a `{proxy+}` ANY above it. (The function is tested in-process, where a route
+    the gateway lacks still answers; deployed, API Gateway would answer 403 before it.)"""
+    from functions.api.handler import app
+
+    def shape(path: str) -> tuple[str, ...]:
+        return tuple("{}" if part.startswith("{") else part for part in path.strip("/").split("/"))
+
+    gateway = {(shape(path), verb) for path, verb in _methods(synthesis)}
+    proxies = [path[:-1] for path, verb in gateway if path and path[-1] == "{}" and verb == "ANY"]
+    schema = app.get_openapi_schema()
+    unreachable = []
+    for path, operations in (schema.paths or {}).items():
+        for verb in ("get", "post", "put", "patch", "delete"):
+            if getattr(operations, verb, None) is None:
+                continue
+            wanted = shape(path)
+            routed = (wanted, verb.upper()) in gateway or any(
+                len(wanted) > len(prefix) and wanted[: len(prefix)] == prefix for prefix in proxies
+            )
+            if not routed:
+                unreachable.append(f"{verb.upper()} {path}")
+    assert unreachable == [], "routes the gateway does not send to the function"
