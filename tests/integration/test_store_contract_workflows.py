@@ -400,3 +400,28 @@ def test_a_workflow_run_begun_by_a_later_attempt_ends_as_the_adapter_writes_it(s
     assert (ended.status, ended.attempt, ended.error, ended.due_at) == (RunStatus.SUCCEEDED, 2, "lost", None)
     assert ended.next_attempt_at == retry_at
     assert read_job(wf, workflow).running_count == 0
+
+
+def test_a_started_workflow_run_not_begun_is_cancelled_once_and_gives_its_slot_back(store: JobStore) -> None:
+    wf = workflows(store)
+    workflow, running = started_workflow_run(wf, in_slot=True)
+    assert wf.cancel_started_workflow_run_if_not_begun(running, LATER)
+    assert not wf.cancel_started_workflow_run_if_not_begun(running, LATER)  # ended: once only
+    cancelled = store.get_run(workflow.job_id, running.scheduled_for_ms)
+    assert cancelled is not None
+    assert (cancelled.status, cancelled.finished_at, cancelled.due_at) == (RunStatus.CANCELLED, LATER, None)
+    read = store.get_job(workflow.job_id)
+    assert read is not None
+    assert read.running_count == 0
+    assert wf.begin_workflow_run_if_held(running, "w1", a_state(), TIMER) is None  # its worker finds it ended
+
+
+def test_a_begun_workflow_run_is_not_cancelled_as_one_not_begun(store: JobStore) -> None:
+    wf = workflows(store)
+    workflow, running = started_workflow_run(wf)
+    begun = wf.begin_workflow_run_if_held(running, "w1", a_state(), TIMER)
+    assert begun is not None
+    assert not wf.cancel_started_workflow_run_if_not_begun(running, LATER)
+    read = store.get_run(workflow.job_id, running.scheduled_for_ms)
+    assert read is not None
+    assert read.status is RunStatus.RUNNING

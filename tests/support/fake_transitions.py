@@ -384,6 +384,28 @@ class FakeWorkflowRuns(FakeTable):
             self._end(stored, changes, now, complete_job, release)
             return True
 
+    def cancel_started_workflow_run_if_not_begun(self, run: Run, now: datetime) -> bool:
+        release = run.holds_slot
+        with self._lock:
+            stored = self._runs.get(self._key(run))
+            if (
+                stored is None
+                or stored.status is not RunStatus.RUNNING
+                or stored.attempt != run.attempt
+                or stored.workflow is not None
+                or (release and not stored.holds_slot)
+            ):
+                return False
+            changes: dict[str, Any] = {
+                "status": RunStatus.CANCELLED,
+                "finished_at": now,
+                "error": "cancelled before it began",
+                "lease_until": None,
+                "next_attempt_at": None,
+            }
+            self._end(stored, changes, now, False, release)
+            return True
+
     def reopen_workflow_run_if_unchanged(
         self, run: Run, phases: Mapping[str, Phase], timer: datetime
     ) -> bool:

@@ -168,11 +168,14 @@ def build_redriver(
     """The DLQ re-drive (`make redrive`) with the deployed functions' settings.
     `wait_seconds`: long polling of the DLQ (0 for moto under a frozen clock)."""
     store = build_store(settings, clients)
+    queue = build_queue(settings, clients, clock)
+    lifecycle = build_lifecycle(settings, clients, clock, store)
     return DeadLetterRedriver(
         store,
-        build_queue(settings, clients, clock),
-        build_lifecycle(settings, clients, clock, store),
+        queue,
+        lifecycle,
         SqsDeadLetterQueue(clients, settings.dlq_url, wait_seconds=wait_seconds),
+        WorkflowRunner(store, queue, clock, lifecycle),
     )
 
 

@@ -38,7 +38,7 @@ from scheduler_core.domain.target_spec import (
     SqsTarget,
     reserved_header_reason,
 )
-from scheduler_core.domain.vocabulary import MAX_OUTPUT_BYTES, RUN_METADATA_KEY
+from scheduler_core.domain.vocabulary import MAX_OUTPUT_BYTES, RUN_METADATA_KEY, JobKind
 from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
 
@@ -292,8 +292,9 @@ class TargetDelivery:
         request = urllib.request.Request(target.url, data=body, headers=headers, method=target.method)
         try:
             with urllib.request.urlopen(request, timeout=target.timeout_seconds) as response:
-                body = response.read(MAX_OUTPUT_BYTES + 1)
-                return Delivery(ok=True, status_code=response.status, output=json_output(body))
+                if job.kind is not JobKind.TASK:
+                    return Delivery(ok=True, status_code=response.status)  # the body is not waited for
+                return Delivery(ok=True, status_code=response.status, output=self._output_of(response))
         except urllib.error.HTTPError as error:
             return Delivery(
                 ok=False,
@@ -306,6 +307,15 @@ class TargetDelivery:
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             return Delivery(ok=False, error=f"cannot reach {target.url}: {reason}", retryable=True)
+
+    @staticmethod
+    def _output_of(response: Any) -> str | None:
+        """A workflow task's output from its 2xx answer's body; a body that does not come
+        within the call's timeout is no output (the call has succeeded: its status came)."""
+        try:
+            return json_output(response.read(MAX_OUTPUT_BYTES + 1))
+        except (TimeoutError, OSError):
+            return None
 
     def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
         request: dict[str, Any] = {

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler_core.domain.entities import Job
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.policies import ConcurrencyPolicy
-from scheduler_core.domain.vocabulary import MisfirePolicy, Overlap
+from scheduler_core.domain.vocabulary import MisfirePolicy, Overlap, Trigger
 
 
 class Admission(StrEnum):
@@ -32,6 +32,16 @@ def queues_when_caught_up(job: Job) -> bool:
     """Whether the job's caught-up firings queue for its running slots: under misfire
     CATCH_UP, when its concurrency is limited (ALLOW runs them all at once)."""
     return job.misfire is MisfirePolicy.CATCH_UP and job.concurrency.overlap is not Overlap.ALLOW
+
+
+def queues_for_a_slot(job: Job, run: Run) -> bool:
+    """Whether `run` waits its turn for a running slot rather than being skipped: a missed
+    firing caught up (`queues_when_caught_up`), or a backfill's run, under a limited
+    concurrency."""
+    if not run.caught_up:
+        return False
+    backfilled = run.trigger is Trigger.BACKFILL and job.concurrency.overlap is not Overlap.ALLOW
+    return backfilled or queues_when_caught_up(job)
 
 
 def waits_behind_another(policy: ConcurrencyPolicy, buffered_run_ms: int | None, run_ms: int) -> bool:

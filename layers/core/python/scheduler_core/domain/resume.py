@@ -52,7 +52,11 @@ def plan_resume(job: Job, runs: list[Run], now: datetime, horizon: datetime) -> 
     it is past, and waiting runs (first attempts and retries) whose time came while paused.
     FIRE_ONCE: `catch_up` stands for them, their waiting runs are `stopped`. SKIP, CATCH_UP:
     those `misfire.select` keeps are `kept` (a waiting run) or `missed` (no run yet), the
-    other waiting runs `stopped`. Other waiting runs up to the horizon: `going_on`."""
+    other waiting runs `stopped`. Other waiting runs up to the horizon: `going_on`. A
+    workflow with no schedule has no firings: it is simply SCHEDULED again (it never
+    completes; its runs were asked for by name)."""
+    if job.schedule is None:
+        return ResumePlan(JobStatus.SCHEDULED, None, False, [])
     paused_at = job.paused_at or job.updated_at
     unstarted = [run for run in runs if run.trigger not in BY_NAME and run.status in run_state.WAITING]
     waiting = [run for run in unstarted if paused_at < run.starts_at <= now]

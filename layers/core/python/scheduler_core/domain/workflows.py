@@ -60,6 +60,9 @@ class WorkflowState(BaseModel):
     graph: list[TaskNode]
     phases: dict[str, Phase]
     version: int = 1
+    # Cancelled (`cancelled`): its tasks under way end as they end, and it ends CANCELLED;
+    # a task's later attempts are not delivered.
+    cancelled: bool = False
 
 
 class TaskLike(Protocol):
@@ -294,14 +297,14 @@ def cancelled(phases: Mapping[str, Phase]) -> Step:
     return Step({**phases, **decided}, (), decided)
 
 
-def run_status(phases: Mapping[str, Phase]) -> WorkflowRunStatus:
-    """RUNNING while a task waits or is released; then CANCELLED if a task was cancelled,
-    FAILED if one failed or could not run for its upstream's failure, else SUCCEEDED
-    (every task ended, none FAILED or UPSTREAM_FAILED: leaves are not special)."""
+def run_status(phases: Mapping[str, Phase], cancelled: bool = False) -> WorkflowRunStatus:
+    """RUNNING while a task waits or is released; then CANCELLED if the run was cancelled or
+    a task was, FAILED if one failed or could not run for its upstream's failure, else
+    SUCCEEDED (every task ended, none FAILED or UPSTREAM_FAILED: leaves are not special)."""
     values = set(phases.values())
     if values & {Phase.WAITING, Phase.RELEASED}:
         return WorkflowRunStatus.RUNNING
-    if Phase.CANCELLED in values:
+    if cancelled or Phase.CANCELLED in values:
         return WorkflowRunStatus.CANCELLED
     if values & _FAILED:
         return WorkflowRunStatus.FAILED

@@ -14,7 +14,7 @@ from scheduler_core.domain.outcomes import ADMISSION_TRIES, RUN_FINISHED, Outcom
 from scheduler_core.domain.overlap import (
     Admission,
     admit,
-    queues_when_caught_up,
+    queues_for_a_slot,
     skip_reason,
     slots_as_read,
     waits_behind_another,
@@ -76,7 +76,7 @@ class RunAdmission:
                 return (run, None) if run is not None else duplicate(context)
             queue = job.catch_up_queue_ms
             # A caught-up firing out of the queue (its retry) is never skipped.
-            caught_up = waiting.caught_up and queues_when_caught_up(job)
+            caught_up = queues_for_a_slot(job, waiting)
             admission = admit(policy, job.running_count, job.buffered_run_ms, me, queue, caught_up)
             try:
                 if admission is Admission.START:

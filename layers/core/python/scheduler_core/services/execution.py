@@ -144,7 +144,15 @@ class RunExecutor:
             logger.info("success of an earlier attempt reused; target not called again", extra=context)
             delivery = Delivery(ok=True, status_code=run.delivered_code)
         else:
-            delivered = self._workflows.with_upstream(current, run) if self._workflows else current
+            delivered = self._workflows.for_delivery(current, run) if self._workflows else current
+            if delivered is None:  # a task of a cancelled workflow run: no call any more
+                if self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now()):
+                    self._task_ended(current, run, RunStatus.CANCELLED)
+                logger.info(
+                    RUN_FINISHED,
+                    extra=context | {"status": "CANCELLED", "error": "its workflow run was cancelled"},
+                )
+                return Outcome.CANCELLED
             with heartbeat(self._store, self._clock, run, owner, self._lease, self._heartbeat_every, lease):
                 delivery = self._targets.deliver(delivered, run)  # the job as it is now, not at claim time
         outcome = self._record(current, run, owner, delivery, lateness_ms, context)

@@ -216,7 +216,8 @@ class JobControl:
 
     def backfill(self, job: Job, start: datetime, end: datetime) -> tuple[list[Run], int]:
         """One run (`trigger: BACKFILL`) per firing of the job's schedule in [`start`, `end`]
-        that has no run yet, oldest first, each with its firing's time; under a limited
+        before its next firing (`next_fire_at`: those are the schedule's own) that has no run
+        yet, oldest first, each with its firing's time; under a limited
         concurrency they queue for the running slots like a catch-up backlog (never SKIPPED).
         (the runs made, how many firings had a run already). docs/concepts/job-control.md."""
         if job.status is JobStatus.CANCELLED:
@@ -224,8 +225,12 @@ class JobControl:
         if job.schedule is None:
             raise Unprocessable(
                 f"'{job.job_id}' has no schedule, so no firings to backfill; trigger it instead",
-                [field_error("start", "the workflow runs only when triggered")],
+                [field_error("schedule", "none: the workflow runs only when triggered")],
             )
+        if job.next_fire_at is not None:
+            # From its next firing on, the schedule runs its firings itself (the poller claims
+            # them; missed ones go as the misfire policy says): a backfill stops before it.
+            end = min(end, job.next_fire_at - _ONE_MS)
         firings = firings_between(job.schedule, job.created_at, start, end, MAX_BACKFILL_RUNS + 1)
         if len(firings) > MAX_BACKFILL_RUNS:
             raise Unprocessable(
@@ -306,7 +311,7 @@ class JobControl:
             rescheduled = request.schedule != job.schedule
             stale: list[Run] = []
             if rescheduled:
-                updated, stale = self._reschedule(updated, now)
+                updated, stale = self.reschedule(updated, now)
             if self._store.update_job_if_unchanged(job, updated, now):
                 for run in stale:
                     self._store.cancel_run_if_not_started(run, now)
@@ -319,7 +324,7 @@ class JobControl:
             job = self._read_again(job)
         raise _changed_concurrently(job)
 
-    def _reschedule(self, job: Job, now: datetime) -> tuple[Job, list[Run]]:
+    def reschedule(self, job: Job, now: datetime) -> tuple[Job, list[Run]]:
         """`job` with its new schedule's first firing after now that no run holds yet (one
         already claimed keeps its place), and the runs claimed for times it does not fire at."""
         first = self._first_firing(job.fires_by, job.created_at, now)

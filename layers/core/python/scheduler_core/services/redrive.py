@@ -28,8 +28,10 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from scheduler_core.domain import run_state
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, RunMessage
-from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
+from scheduler_core.domain.workflows import Phase
 from scheduler_core.observability import logger
 from scheduler_core.ports import (
     DeadLetterMessage,
@@ -40,6 +42,7 @@ from scheduler_core.ports import (
     StoreContention,
 )
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.workflow_runs import WorkflowRunner
 
 
 class RedriveStore(JobRecords, RunRecords, Protocol):
@@ -89,12 +92,20 @@ class RedriveReport:
 
 class DeadLetterRedriver:
     def __init__(
-        self, store: RedriveStore, queue: RunQueue, lifecycle: RunLifecycle, dead_letters: DeadLetterQueue
+        self,
+        store: RedriveStore,
+        queue: RunQueue,
+        lifecycle: RunLifecycle,
+        dead_letters: DeadLetterQueue,
+        workflows: WorkflowRunner | None = None,
     ) -> None:
+        """`workflows`: a workflow task's failed run is re-driven as a retry of the task, its
+        workflow run first (none: a store without workflows)."""
         self._store = store
         self._queue = queue
         self._lifecycle = lifecycle
         self._dead_letters = dead_letters
+        self._workflows = workflows
 
     def redrive(self, limit: int | None = None) -> RedriveReport:
         """One pass over the DLQ, of at most `limit` messages (all of them if None)."""
@@ -164,8 +175,33 @@ class DeadLetterRedriver:
             # Re-driven now, the run would be set aside by the worker and could be cancelled by
             # the resume (its misfire policy): its record waits.
             return RedriveOutcome.PAUSED
+        if job.kind is JobKind.TASK and self._workflows is not None:
+            return self._redrive_task(job, run, redriven_runs)
         if self._lifecycle.redrive(run) is None:
             return RedriveOutcome.STALE  # moved on between our read and the conditional update
+        redriven_runs.add(run.run_id)
+        return RedriveOutcome.REDRIVEN
+
+    def _redrive_task(self, task: Job, run: Run, redriven_runs: set[str]) -> RedriveOutcome:
+        """A workflow task's failed run: re-driven as a retry of the task (the workflow run's
+        phases first, so its success is joined even if a worker dies), unless its workflow
+        run was cancelled."""
+        assert self._workflows is not None
+        assert task.workflow_id is not None
+        assert task.task_id is not None
+        workflow_run = self._store.get_run(task.workflow_id, run.scheduled_for_ms)
+        if workflow_run is not None and workflow_run.status is RunStatus.CANCELLED:
+            return RedriveOutcome.CANCELLED
+        state = workflow_run.workflow if workflow_run is not None else None
+        phase = state.phases.get(task.task_id) if state is not None else None
+        if phase is not Phase.FAILED or workflow_run is None:
+            # Not recorded as failed (its end not joined yet): re-driven as any run; its end
+            # is then joined as a retry (`WorkflowRunner._join`).
+            redriven = self._lifecycle.redrive(run)
+        else:
+            redriven = run if self._workflows.retry_task(workflow_run, run, task.task_id) else None
+        if redriven is None:
+            return RedriveOutcome.STALE
         redriven_runs.add(run.run_id)
         return RedriveOutcome.REDRIVEN
 

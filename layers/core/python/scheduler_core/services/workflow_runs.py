@@ -121,7 +121,11 @@ class WorkflowRunner:
             return
         workflow_id, task_id = ref
         try:
-            self._join(workflow_id, run.scheduled_for_ms, {task_id: _OUTCOMES[status]})
+            # As it is now: the watchdog's write may have lost to a worker that started it.
+            current = self._store.get_run(run.job_id, run.scheduled_for_ms)
+            if current is None or current.status not in _OUTCOMES:
+                return
+            self._join(workflow_id, run.scheduled_for_ms, {task_id: _OUTCOMES[current.status]})
         except Exception:
             logger.exception(
                 "join failed; the workflow run's timer picks it up",
@@ -166,7 +170,8 @@ class WorkflowRunner:
         then give the released tasks their runs; the run ends when nothing is left to run.
         False if someone else changed it first."""
         now = self._clock.now()
-        status = run_status(step.phases)
+        assert workflow_run.workflow is not None
+        status = run_status(step.phases, workflow_run.workflow.cancelled)
         if status is WorkflowRunStatus.RUNNING:
             if not self._store.advance_workflow_run_if_unchanged(
                 workflow_run, step.phases, now, timer=now + RECHECK
@@ -278,6 +283,8 @@ class WorkflowRunner:
         as it ends). False if the workflow run had ended (or began or ended meanwhile)."""
         now = self._clock.now()
         if workflow_run.workflow is None:
+            if workflow_run.status is RunStatus.RUNNING:  # started, not begun: its worker died
+                return self._store.cancel_started_workflow_run_if_not_begun(workflow_run, now)
             if workflow_run.status not in (RunStatus.PENDING, RunStatus.RETRYING):
                 return False
             return self._store.cancel_run_if_not_started(workflow_run, now)
@@ -285,7 +292,10 @@ class WorkflowRunner:
         for _ in range(JOIN_TRIES):
             if current is None or current.workflow is None or current.status is not RunStatus.RUNNING:
                 return False
-            if self._advance(current, cancelled(current.workflow.phases)):
+            marked = current.workflow.model_copy(update={"cancelled": True})
+            if self._advance(
+                current.model_copy(update={"workflow": marked}), cancelled(current.workflow.phases)
+            ):
                 break
             current = self._store.get_run(workflow_run.job_id, workflow_run.scheduled_for_ms)
         else:
@@ -336,15 +346,21 @@ class WorkflowRunner:
 
     # --- the worker: a task's delivery ------------------------------------------------------
 
-    def with_upstream(self, task: Job, run: Run) -> Job:
-        """The task as delivered: an object payload (or none) gets `upstream`, its direct
-        upstream tasks' outputs by task id (null where a task has none), as this workflow
-        run's graph has them."""
+    def for_delivery(self, task: Job, run: Run) -> Job | None:
+        """The job as its run delivers it: any job as it is; a workflow task with an object
+        payload (or none) gets `upstream`, its direct upstream tasks' outputs by task id
+        (null where a task has none), as this workflow run's graph has them. None: the
+        task's workflow run was cancelled, so no attempt of it calls its target any more."""
         if task.kind is not JobKind.TASK or task.workflow_id is None or task.task_id is None:
             return task
+        workflow_run = self._store.get_run(task.workflow_id, run.scheduled_for_ms)
+        if workflow_run is not None and (
+            workflow_run.status is RunStatus.CANCELLED
+            or (workflow_run.workflow is not None and workflow_run.workflow.cancelled)
+        ):
+            return None
         if task.payload is not None and not isinstance(task.payload, dict):
             return task
-        workflow_run = self._store.get_run(task.workflow_id, run.scheduled_for_ms)
         nodes = workflow_run.workflow.graph if workflow_run and workflow_run.workflow else []
         parents = next((node.depends_on for node in nodes if node.task_id == task.task_id), [])
         upstream_runs = self._store.get_runs(

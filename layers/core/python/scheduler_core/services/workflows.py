@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
-from scheduler_core.domain import keys
+from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.api_shapes import Backfill, JobCreate, TaskSpec, WorkflowCreate, WorkflowPatch
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
@@ -25,7 +25,15 @@ from scheduler_core.domain.errors import (
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
 from scheduler_core.domain.target_access import TargetAccess
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, Overlap, Priority, RunStatus, TaskStatus
+from scheduler_core.domain.vocabulary import (
+    JobKind,
+    JobStatus,
+    Overlap,
+    Priority,
+    RunStatus,
+    TaskStatus,
+    Trigger,
+)
 from scheduler_core.domain.workflows import Phase, graph_errors, task_status
 from scheduler_core.observability import logger
 from scheduler_core.ports import Page, WorkflowRuns
@@ -190,9 +198,6 @@ class WorkflowService:
         request = WorkflowCreate.model_validate(current | changes)
         self._check(request)
         now = self._clock.now()
-        next_fire_at = workflow.next_fire_at
-        if "schedule" in changes:
-            next_fire_at = first_firing(request.schedule, now, now) if request.schedule is not None else None
         after = workflow.model_copy(
             update={
                 "name": request.name,
@@ -200,17 +205,37 @@ class WorkflowService:
                 "tasks": request.tasks,
                 "concurrency": request.concurrency,
                 "misfire": request.misfire,
-                "next_fire_at": next_fire_at,
                 "version": workflow.version + 1,
                 "updated_at": now,
             }
         )
+        stale: list[Run] = []
+        if request.schedule != workflow.schedule:
+            # As a job's (`JobControl.reschedule`): its first firing after now that no run
+            # holds yet; runs claimed for times it no longer fires at are cancelled.
+            if request.schedule is not None:
+                after, stale = self._control.reschedule(after, now)
+            else:
+                after = after.model_copy(update={"next_fire_at": None})
+                claimed = self._store.recent_runs(
+                    workflow_id, RUNNING_SWEEP, after=now, statuses=run_state.WAITING
+                )
+                stale = [run for run in claimed if run.trigger is Trigger.SCHEDULE]
+        next_fire_at = after.next_fire_at
         if not self._store.update_job_if_unchanged(workflow, after, now):
             raise PreconditionFailed(
                 f"workflow '{workflow_id}' changed while this request ran; read it again",
                 [field_error("If-Match", "the workflow changed meanwhile")],
             )
+        for run in stale:
+            self._store.cancel_run_if_not_started(run, now)
         self._write_tasks(after, workflow.tasks or [])
+        latest = self._store.get_job(workflow_id)
+        if latest is not None and latest.status is JobStatus.CANCELLED:
+            # A cancel landed between the workflow's write and its tasks': they stay cancelled.
+            for task in after.tasks or []:
+                self._store.cancel_job_if_active(keys.task_job_id(workflow_id, task.task_id), now)
+            return latest
         logger.info("workflow changed", extra={"workflow_id": workflow_id, "fields": sorted(changes)})
         if after.status is JobStatus.SCHEDULED and next_fire_at is not None:
             try:
@@ -328,9 +353,15 @@ class WorkflowService:
         below it (UPSTREAM_FAILED and SKIPPED tasks wait again); 409 unless it FAILED."""
         workflow = self.get(tenant, workflow_id)
         run = self._workflow_run(workflow, workflow_run_id)
-        phase = run.workflow.phases.get(task_id) if run.workflow is not None else None
+        if run.workflow is None:
+            if any(task.task_id == task_id for task in workflow.tasks or []):
+                raise Conflict(f"workflow run '{workflow_run_id}' is {run.status}; none of its tasks has run")
+            raise NotFound(f"task '{task_id}' not found in workflow run '{workflow_run_id}'")
+        phase = run.workflow.phases.get(task_id)
         if phase is None:
             raise NotFound(f"task '{task_id}' not found in workflow run '{workflow_run_id}'")
+        if run.status is RunStatus.CANCELLED or run.workflow.cancelled:
+            raise Conflict(f"workflow run '{workflow_run_id}' was cancelled; its tasks are not retried")
         task_run = self._store.get_run(keys.task_job_id(workflow_id, task_id), run.scheduled_for_ms)
         if phase is not Phase.FAILED or task_run is None or task_run.status is not RunStatus.FAILED:
             raise Conflict(
@@ -354,9 +385,12 @@ class WorkflowService:
         phase, or its run's status once released) with its run's details."""
         if run.workflow is not None:
             phases = dict(run.workflow.phases)
-        else:  # not begun yet: every task of the workflow as it is now waits
-            phases = {task.task_id: Phase.WAITING for task in workflow.tasks or []}
-        with_runs = [task for task, phase in phases.items() if phase is not Phase.WAITING]
+        else:  # not begun: the workflow's tasks as it is now wait, or never ran
+            never = {RunStatus.SKIPPED: Phase.SKIPPED, RunStatus.CANCELLED: Phase.CANCELLED}.get(run.status)
+            if never is None and run.status is RunStatus.FAILED:
+                never = Phase.CANCELLED
+            phases = {task.task_id: never or Phase.WAITING for task in workflow.tasks or []}
+        with_runs = [task for task, phase in phases.items() if phase is not Phase.WAITING and run.workflow]
         task_runs = dict(
             zip(
                 with_runs,

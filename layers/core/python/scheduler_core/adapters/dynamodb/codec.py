@@ -191,7 +191,9 @@ class ItemCodec:
                 "created_at_ms": to_ms(now),
                 **self.workflow_attributes(run.workflow),
                 "output": run.output,
-                "expires_at": self.expiry(run.scheduled_for),
+                # From its time, or from now for a run of a past firing (a backfill's, its
+                # tasks'): never an item born past its TTL.
+                "expires_at": self.expiry(max(run.scheduled_for, now)),
                 **(self.due_attributes(run.job_id, run.due_at) if run.due_at else {}),
             }
         )
@@ -249,7 +251,7 @@ class ItemCodec:
         and the version its joins are conditioned on (`wf_version`)."""
         if state is None:
             return {}
-        text = state.model_dump_json(include={"graph", "phases"}, exclude_defaults=True)
+        text = state.model_dump_json(include={"graph", "phases", "cancelled"}, exclude_defaults=True)
         return {"workflow": text, "wf_version": state.version}
 
     def due_attributes(self, job_id: str, when: datetime) -> dict[str, Any]:

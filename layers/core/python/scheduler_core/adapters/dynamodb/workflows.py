@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from scheduler_core.adapters.dynamodb.expressions import HELD_BY_OWNER, HOLDS_SLOT
+from scheduler_core.adapters.dynamodb.expressions import HELD_BY_OWNER, HOLDS_SLOT, LEASE_AND_TIMER
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
@@ -81,6 +81,29 @@ class WorkflowRunsTable(TransactionalWrites):
         if end is None:
             return self._write_if(request)
         return self._end_run(request, run.job_id, now, complete=complete_job, release=release)
+
+    def cancel_started_workflow_run_if_not_begun(self, run: Run, now: datetime) -> bool:
+        """A workflow run a worker started but has not begun (its attempt RUNNING, no phases
+        yet: the worker died, or is about to begin it) ends CANCELLED: its lease and timer go,
+        its running slot is given back if it holds one. The worker's begin then finds it
+        ended and releases nothing. False if it was begun, or ended, meanwhile."""
+        release = run.holds_slot
+        request = self._run_update(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.CANCELLED),
+                "finished_at_ms": to_ms(now),
+                "expires_at": self._codec.expiry(now),
+                "error": "cancelled before it began",
+            },
+            "#status = :running AND attempt = :attempt AND attribute_not_exists(wf_version)"
+            + (f" AND {HOLDS_SLOT}" if release else ""),
+            {"running": "RUNNING", "attempt": run.attempt},
+            remove=LEASE_AND_TIMER,
+            elsewhere=False,
+        )
+        return self._end_run(request, run.job_id, now, release=release)
 
     def reopen_workflow_run_if_unchanged(
         self, run: Run, phases: Mapping[str, Phase], timer: datetime
