@@ -58,11 +58,12 @@ run: install
 bench: install
 	$(PY) -m bench
 
-# Chaos soak (not in `make test`): 2,000 one-off jobs over 5 minutes, 20% of target calls
-# fail, a worker process is SIGKILLed every 10 s; fails if a run is lost, succeeds twice or
-# reaches its target twice. Writes bench-results/chaos.json.
-# A short try: make chaos CHAOS_ARGS='--jobs 200 --spread-seconds 60'
-CHAOS_ARGS ?=
+# Chaos soak (not in `make test`): 2,000 one-off jobs and 200 workflows over 5 minutes, 20%
+# of target calls fail, a worker process is SIGKILLed every 10 s; fails if a run is lost,
+# succeeds twice or reaches its target twice, or a workflow run is stuck, a task starts twice
+# or breaks its rule. Writes bench-results/chaos.json.
+# A short try: make chaos CHAOS_ARGS='--jobs 200 --workflows 30 --spread-seconds 60'
+CHAOS_ARGS ?= --workflows 200
 .PHONY: chaos
 chaos: install
 	$(PY) -m bench.chaos $(CHAOS_ARGS)

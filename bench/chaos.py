@@ -11,7 +11,8 @@ finished, or a margin that covers a lease, a re-send and the polls that act on t
 It prints (and writes as JSON) what must not happen — runs lost (never finished), runs
 that succeeded twice, target effects duplicated — and what did: deliveries, DLQ records
 and why, runs by final status, the watchdog's and the workers' actions. Exits 1 if anything
-was lost, succeeded twice or duplicated, 2 if the soak could not run.
+was lost, succeeded twice or duplicated (or a goal of the workflow mix was missed), 2 if the
+soak could not run.
 
 What counts as a duplicated effect. Delivery is at least once and the effect is one per run
 because every attempt of a run carries the same `Idempotency-Key` (its run id). A worker
@@ -21,6 +22,11 @@ same key: a *re-delivery after a crash*, reported but allowed. What is not allow
 fails the soak: a repeat 2xx when the attempt that got the earlier 2xx lived to log its
 end (the scheduler knew and called again), or one job's target reached under two keys (two
 runs for one firing).
+
+With `--workflows N`, N one-off workflows (DAGs of HTTP tasks on the same receiver) fire
+over the same spread; the soak then also fails on a workflow run stuck, a task started
+twice, a trigger rule broken or a workflow run's status at odds with its tasks'
+(bench/chaos_workflows.py says how each is told). Without it the soak is the jobs' alone.
 """
 
 from __future__ import annotations
@@ -35,11 +41,13 @@ import sys
 import time
 import traceback
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import chaos_workflows as wf
 from bench.common import interrupt, positive_float, positive_int, recorded_options
 from bench.lateness import Created, create_all, create_failures, plan, queue_depths
 from bench.periodic import Periodic
@@ -54,6 +62,9 @@ from scheduler_core.domain.outcomes import (  # how the worker's attempts end th
     RUN_FINISHED,
     TAKEN_OVER,
 )
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.retry import backoff_ceiling
+from scheduler_core.services.workflow_runs import RECHECK
 
 # What the stack does on its own (cdk.json, Settings defaults): the soak's margin is built on them.
 POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)
@@ -62,6 +73,8 @@ MARGIN_SLACK_SECONDS = 30  # for the worker's own work and moto's pauses
 TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED")
 CHECK_SECONDS = 10  # how often the jobs table is read once every run is due
 SETTLE_SECONDS = 5  # how long to keep listening for late deliveries once every run finished
+# Task runs one after the other in the workflow mix's deepest shape (its margin's steps).
+WORKFLOW_DEPTH = max(wf.depth(tasks) for tasks in wf.SHAPES.values())
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  (?P<function>[^ !][^:]*): (?P<json>\{.*\})$")
 CONSOLE_ERROR = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  ! (?P<where>[^:]+): (?P<message>.*)$")
 
@@ -110,15 +123,34 @@ def worker_host(cloud: LocalCloud) -> FunctionHost:
     return cloud.hosts[arns.pop()]
 
 
+def recovery_for(lease_seconds: int, backoff_seconds: float) -> float:
+    """The slowest recovery of a run killed: its lease runs out, a poll retries it, the
+    retry's send is lost with a kill and is sent again by a later poll (`backoff_seconds`
+    after the failure at most), and the retry itself runs."""
+    return lease_seconds + 2 * POLL_PERIOD_SECONDS + RESEND_AFTER_SECONDS + backoff_seconds
+
+
 def margin_for(lease_seconds: int, max_backoff_seconds: float) -> float:
     """Long enough after the last fire time for the slowest recovery of a run killed up to
-    then: its lease runs out, a poll retries it, the retry's send is lost with a kill and is
-    sent again by a later poll, and the retry itself runs."""
+    then (`recovery_for`)."""
+    return recovery_for(lease_seconds, max_backoff_seconds) + MARGIN_SLACK_SECONDS
+
+
+def workflow_margin_for(lease_seconds: int, task_retry: RetryPolicy, task_depth: int) -> float:
+    """Long enough after the last fire time for a workflow run whose every step was killed
+    once: its own run (begun by a worker, retried on the workflow's default policy) and each
+    of `task_depth` task runs one after the other (a recovery each, with every backoff of the
+    tasks' retry policy), and one task's end not joined (the worker died after it) that the
+    workflow run's timer catches up: RECHECK, then the poll that finds the timer up."""
+    workflow_run = recovery_for(lease_seconds, backoff_ceiling(RetryPolicy(), 1).total_seconds())
+    backoffs = sum(
+        backoff_ceiling(task_retry, attempt).total_seconds() for attempt in range(1, task_retry.max_attempts)
+    )
     return (
-        lease_seconds
-        + 2 * POLL_PERIOD_SECONDS
-        + RESEND_AFTER_SECONDS
-        + max_backoff_seconds
+        workflow_run
+        + task_depth * recovery_for(lease_seconds, backoffs)
+        + RECHECK.total_seconds()
+        + POLL_PERIOD_SECONDS
         + MARGIN_SLACK_SECONDS
     )
 
@@ -205,11 +237,13 @@ def classify_dead_letters(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def read_log(path: Path) -> dict[str, Any]:
     """What the functions logged: the workers' and the pollers' messages, the watchdog's
-    actions, runs the workers recorded SUCCEEDED, and the local cloud's own errors."""
+    actions (and the workflow runs it caught up), runs the workers recorded SUCCEEDED, and
+    the local cloud's own errors."""
     messages: dict[str, Counter[str]] = {}
     watched: Counter[str] = Counter()
     succeeded: Counter[str] = Counter()
     ended: set[tuple[str, str]] = set()
+    caught_up: list[dict[str, Any]] = []
     errors: Counter[str] = Counter()
     with path.open(errors="replace") as log:
         for line in log:
@@ -229,6 +263,8 @@ def read_log(path: Path) -> dict[str, Any]:
                     ended.add((str(record["run_id"]), str(record.get("attempt"))))
                 if message == "poll finished":
                     watched.update(record.get("watched") or {})
+                if message == wf.CAUGHT_UP:
+                    caught_up.append({k: record.get(k) for k in ("workflow_run_id", "joined", "released")})
             elif found := CONSOLE_ERROR.match(line):
                 text = re.sub(r"arn:\S+", "<arn>", found["message"])
                 errors[re.sub(r"\d+(\.\d+)?s\b", "Ns", text)[:160]] += 1
@@ -237,6 +273,7 @@ def read_log(path: Path) -> dict[str, Any]:
         "watchdog": dict(watched.most_common()),
         "succeeded_logged": succeeded,
         "ended_attempts": ended,
+        "workflow_catch_ups": caught_up,
         "local_cloud_errors": dict(errors.most_common()),
     }
 
@@ -253,8 +290,9 @@ class Plan:
     kill_every_seconds: float
     worker_timeout_seconds: int
     retry: dict[str, float]
-    margin_seconds: float | None  # None: `margin_for` the deployed lease
+    margin_seconds: float | None  # None: `margin_for` the deployed lease (and the workflows' depth)
     seed: int
+    workflows: int = 0
 
 
 def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, Any]:
@@ -286,8 +324,14 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             margin = plan_.margin_seconds
             if margin is None:
                 margin = margin_for(lease_seconds, plan_.retry["max_backoff_seconds"])
-            fire_times = plan(plan_.jobs, plan_.spread_seconds, plan_.lead_seconds, int(time.time() * 1000))
-            last_fire = fire_times[-1] / 1000
+                if plan_.workflows:
+                    margin = max(
+                        margin, workflow_margin_for(lease_seconds, RetryPolicy(**plan_.retry), WORKFLOW_DEPTH)
+                    )
+            now_ms = int(time.time() * 1000)
+            fire_times = plan(plan_.jobs, plan_.spread_seconds, plan_.lead_seconds, now_ms)
+            workflow_times = plan(plan_.workflows, plan_.spread_seconds, plan_.lead_seconds, now_ms)
+            last_fire = max(fire_times[-1], *workflow_times[-1:]) / 1000
             print(
                 f"  local cloud up in {startup_seconds:.0f} s; worker timeout "
                 f"{worker.spec.timeout_seconds} s, run lease {lease_seconds} s; the last job fires in "
@@ -296,22 +340,56 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             )
             with ChaosMonkey(worker, plan_.kill_every_seconds, last_fire, draw) as monkey:
                 creating = time.monotonic()
+                # The few workflows first, so that the jobs' creation does not pass their times.
+                workflows = wf.create_workflows(cloud.api_url, receiver.url, workflow_times, plan_.retry)
                 created = create_all(
                     cloud.api_url, receiver.url, fire_times, name="bench-chaos", retry=plan_.retry
                 )
                 create_seconds = time.monotonic() - creating
                 expected = {c.run_id for c in created if c.run_id}
-                print(f"  {len(expected)} jobs created in {create_seconds:.0f} s; soaking…", flush=True)
-                finished_at = wait_for_runs(
-                    cloud, environment["JOBS_TABLE_NAME"], expected, last_fire, margin
+                workflow_runs = {w.workflow_run_id for w in workflows if w.workflow_run_id}
+                print(
+                    f"  {len(expected)} jobs "
+                    + (f"and {len(workflow_runs)} workflows " if plan_.workflows else "")
+                    + f"created in {create_seconds:.0f} s; soaking…",
+                    flush=True,
                 )
+                finished_at = wait_for_runs(
+                    cloud, environment["JOBS_TABLE_NAME"], expected | workflow_runs, last_fire, margin
+                )
+            answers = wf.read_workflow_runs(cloud.api_url, workflows)
             runs, jobs = read_table(cloud, environment["JOBS_TABLE_NAME"])
             queues = queue_depths(cloud)  # before the DLQ read hides its messages
             dead_letters = read_dead_letters(cloud, environment["DLQ_URL"])
         finally:
             cloud.stop()
         arrivals = receiver.arrivals()
-    result = summarize(created, runs, jobs, arrivals, classify_dead_letters(dead_letters), read_log(log_path))
+    dead_letter_records = classify_dead_letters(dead_letters)
+    logged = read_log(log_path)
+    catch_ups = logged.pop("workflow_catch_ups")
+    arrivals, task_arrivals = wf.split_arrivals(arrivals, {w.workflow_id for w in workflows if w.workflow_id})
+    mix: dict[str, Any] | None = None
+    if plan_.workflows:
+        mix = wf.summarize_workflows(
+            workflows,
+            answers,
+            task_arrivals,
+            classify_repeats(task_arrivals, wf.task_job_of(workflows), logged["ended_attempts"]),
+            logged["succeeded_logged"],
+            catch_ups,
+            dead_letter_records["run_failed_run_ids"],
+            jobs,
+        )
+        mix["margin_seconds"] = margin
+    result = summarize(
+        created,
+        runs,
+        jobs,
+        arrivals,
+        dead_letter_records,
+        logged,
+        not_jobs=set(wf.task_job_of(workflows)) | workflow_runs,
+    )
     kills = monkey.kills
     result |= {
         "jobs_planned": plan_.jobs,
@@ -341,6 +419,8 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
         "log": str(log_path),
         "queues_at_end": queues,
     }
+    if mix is not None:
+        result["workflows"] = mix
     return result
 
 
@@ -413,7 +493,10 @@ def summarize(
     arrivals: list[Arrival],
     dead_letters: dict[str, Any],
     logged: dict[str, Any],
+    not_jobs: Collection[str] = (),
 ) -> dict[str, Any]:
+    """The jobs' figures and checks. `arrivals`: every delivery but the workflow mix's;
+    `not_jobs`: the run ids of the workflow mix (its DLQ records are not the jobs')."""
     expected = {c.run_id: c.job_id for c in created if c.run_id and c.job_id}
     ours = [a for a in arrivals if a.run_id in expected]
     reached = {a.idempotency_key for a in ours if 200 <= a.status < 300}
@@ -435,7 +518,7 @@ def summarize(
         for r, job_id in expected.items()
         if status_of[r] in TERMINAL and jobs.get(job_id) != "COMPLETED"
     ]
-    dead_lettered = set(dead_letters["run_failed_run_ids"])
+    dead_lettered = set(dead_letters["run_failed_run_ids"]) - set(not_jobs)
     return {
         "jobs_created": len(expected),
         "create_failures": create_failures(created),
@@ -488,11 +571,20 @@ def print_chaos(result: dict[str, Any]) -> None:
         f"  every job's retry policy: {retry}; worker timeout {r['worker_timeout_seconds']} s → run lease "
         f"(= queue visibility timeout) {r['run_lease_seconds']} s"
     )
-    print(
-        f"  margin after the last fire time: {r['margin_seconds']:.0f} s (lease + 2 polls of "
-        f"{POLL_PERIOD_SECONDS} s + re-send after {RESEND_AFTER_SECONDS} s + max backoff + "
-        f"{MARGIN_SLACK_SECONDS} s, unless --margin-seconds); seed {r['seed']}"
-    )
+    if "workflows" in r:
+        print(
+            f"  margin after the last fire time: {r['margin_seconds']:.0f} s (a workflow run's own run and "
+            f"{WORKFLOW_DEPTH} task runs one after the other, each recovered once: lease + 2 polls of "
+            f"{POLL_PERIOD_SECONDS} s + re-send after {RESEND_AFTER_SECONDS} s + its backoffs; + "
+            f"RECHECK {RECHECK.total_seconds():.0f} s + a poll for a join caught up by the timer + "
+            f"{MARGIN_SLACK_SECONDS} s, unless --margin-seconds); seed {r['seed']}"
+        )
+    else:
+        print(
+            f"  margin after the last fire time: {r['margin_seconds']:.0f} s (lease + 2 polls of "
+            f"{POLL_PERIOD_SECONDS} s + re-send after {RESEND_AFTER_SECONDS} s + max backoff + "
+            f"{MARGIN_SLACK_SECONDS} s, unless --margin-seconds); seed {r['seed']}"
+        )
     finished = r["all_finished_seconds_after_last_fire"]
     rows = [
         ["jobs", r["jobs_created"], f"created of {r['jobs_planned']} planned"],
@@ -569,6 +661,8 @@ def print_chaos(result: dict[str, Any]) -> None:
     for queue, depths in r["queues_at_end"].items():
         if any(depths.values()):
             print(f"  left on {queue}: {depths}")
+    if "workflows" in r:
+        wf.print_workflows(r["workflows"])
     print(f"  local cloud log: {r['log']}")
 
 
@@ -580,15 +674,20 @@ def _dead_letter_line(dead_letters: dict[str, Any]) -> str:
 
 
 def chaos_headline(result: dict[str, Any]) -> str:
-    return (
+    headline = (
         f"lost {result['lost']}, succeeded twice {result['succeeded_twice']}, duplicated effects "
         f"{result['duplicated_effects']} (goal 0 each) over {result['runs']} runs; "
         f"{result['redelivered_after_crash']} re-delivered after a crash, "
         f"{result['kills']['total']} worker kills, {result['dead_letters']['messages']} on the DLQ"
     )
+    if "workflows" in result:
+        headline += "; " + wf.workflows_headline(result["workflows"])
+    return headline
 
 
 def failed_goals(result: dict[str, Any]) -> bool:
+    if "workflows" in result and wf.failed_workflow_goals(result["workflows"]):
+        return True
     return bool(result["lost"] or result["succeeded_twice"] or result["duplicated_effects"])
 
 
@@ -598,6 +697,12 @@ def failed_goals(result: dict[str, Any]) -> bool:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--jobs", type=positive_int, default=2000, help="one-off jobs (2000)")
+    parser.add_argument(
+        "--workflows",
+        type=int,
+        default=0,
+        help="one-off workflows over the same spread, shapes in turn: chain, diamond, fan (0: none)",
+    )
     parser.add_argument(
         "--spread-seconds", type=positive_float, default=300, help="spread of their fire times (300)"
     )
@@ -636,6 +741,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.fail_rate < 1:
         print("--fail-rate must be in [0, 1)", file=sys.stderr)
         return 2
+    if args.workflows < 0:
+        print("--workflows must be at least 0", file=sys.stderr)
+        return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     soak = Plan(
         jobs=args.jobs,
@@ -651,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         margin_seconds=args.margin_seconds,
         seed=seed,
+        workflows=args.workflows,
     )
     info = machine()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -658,7 +767,9 @@ def main(argv: list[str] | None = None) -> int:
     log = args.out.parent / "chaos-cloud.log"
     print(
         f"\nstarting the local cloud with worker_timeout_seconds={soak.worker_timeout_seconds} "
-        f"(its output: {log}); {soak.jobs} jobs over {soak.spread_seconds:.0f} s, then until every "
+        f"(its output: {log}); {soak.jobs} jobs"
+        + (f" and {soak.workflows} workflows" if soak.workflows else "")
+        + f" over {soak.spread_seconds:.0f} s, then until every "
         f"run finished…",
         flush=True,
     )
