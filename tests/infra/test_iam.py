@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tests.infra.conftest import NARROWED_FUNCTIONS, NARROWED_TOPIC, Synthesis
+from tests.infra.grants import arn_of, as_list, grants_of, role_id
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 ESM_ACTIONS = {
@@ -17,10 +17,6 @@ ESM_ACTIONS = {
     "sqs:GetQueueAttributes",
     "sqs:GetQueueUrl",
 }
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def _identity_statements(synthesis: Synthesis) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -35,38 +31,6 @@ def _identity_statements(synthesis: Synthesis) -> Iterator[tuple[str, Mapping[st
                 yield logical_id, statement
 
 
-def _role_id(synthesis: Synthesis, function: str) -> str:
-    role: str = synthesis.function(function)["Properties"]["Role"]["Fn::GetAtt"][0]
-    return role
-
-
-def _grants(synthesis: Synthesis, function: str, effect: str = "Allow") -> dict[str, set[str]]:
-    """Action → the resources (as JSON text) the function's role may use it on (or, with
-    effect "Deny", may never use it on)."""
-    role = {"Ref": _role_id(synthesis, function)}
-    grants: dict[str, set[str]] = defaultdict(set)
-    for policy in synthesis.resources("AWS::IAM::Policy").values():
-        if role not in policy["Properties"]["Roles"]:
-            continue
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            assert statement["Effect"] in ("Allow", "Deny")
-            assert "Condition" not in statement
-            if statement["Effect"] != effect:
-                continue
-            for action in _as_list(statement["Action"]):
-                grants[action] |= {
-                    json.dumps(resource, sort_keys=True) for resource in _as_list(statement["Resource"])
-                }
-    return grants
-
-
-def _arn(logical_id: str, suffix: str = "") -> str:
-    arn: Any = {"Fn::GetAtt": [logical_id, "Arn"]}
-    if suffix:
-        arn = {"Fn::Join": ["", [arn, suffix]]}
-    return json.dumps(arn, sort_keys=True)
-
-
 def _actions(grants: Mapping[str, set[str]], service: str) -> dict[str, set[str]]:
     return {action: resources for action, resources in grants.items() if action.startswith(f"{service}:")}
 
@@ -75,27 +39,27 @@ def test_no_policy_statement_allows_every_action_or_a_whole_service(synthesis: S
     statements = list(_identity_statements(synthesis))
     assert statements
     for logical_id, statement in statements:
-        for action in _as_list(statement["Action"]):
+        for action in as_list(statement["Action"]):
             assert action != "*", logical_id
             assert not action.endswith(":*"), (logical_id, action)
 
 
 def test_only_xray_is_granted_on_every_resource(synthesis: Synthesis) -> None:
     for logical_id, statement in _identity_statements(synthesis):
-        if "*" in _as_list(statement["Resource"]):
-            assert set(_as_list(statement["Action"])) <= XRAY_ACTIONS, logical_id
+        if "*" in as_list(statement["Resource"]):
+            assert set(as_list(statement["Action"])) <= XRAY_ACTIONS, logical_id
 
 
 def test_every_function_has_a_role_of_its_own_without_managed_policies(synthesis: Synthesis) -> None:
-    roles = {name: _role_id(synthesis, name) for name in synthesis.function_ids}
+    roles = {name: role_id(synthesis, name) for name in synthesis.function_ids}
     assert len(set(roles.values())) == 3
     template_text = json.dumps(synthesis.template.to_json())
     all_roles = synthesis.resources("AWS::IAM::Role")
-    for name, role_id in roles.items():
+    for name, role in roles.items():
         # Referenced by its function (and its own policy) only.
-        assert template_text.count(json.dumps({"Fn::GetAtt": [role_id, "Arn"]})) == 1, name
-        assert "ManagedPolicyArns" not in all_roles[role_id]["Properties"], name
-        assert all_roles[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+        assert template_text.count(json.dumps({"Fn::GetAtt": [role, "Arn"]})) == 1, name
+        assert "ManagedPolicyArns" not in all_roles[role]["Properties"], name
+        assert all_roles[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
             {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}
         ]
     for policy in synthesis.resources("AWS::IAM::Policy").values():
@@ -105,18 +69,18 @@ def test_every_function_has_a_role_of_its_own_without_managed_policies(synthesis
 def test_functions_write_logs_only_to_their_own_log_group(synthesis: Synthesis) -> None:
     for name in synthesis.function_ids:
         log_group = synthesis.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
-        grants = _actions(_grants(synthesis, name), "logs")
+        grants = _actions(grants_of(synthesis, name), "logs")
         assert grants == {
-            "logs:CreateLogStream": {_arn(log_group)},
-            "logs:PutLogEvents": {_arn(log_group)},
+            "logs:CreateLogStream": {arn_of(log_group)},
+            "logs:PutLogEvents": {arn_of(log_group)},
         }, name
 
 
 def test_api_writes_jobs_and_runs_and_lists_through_the_tenant_index_only(synthesis: Synthesis) -> None:
     jobs = synthesis.logical_id(synthesis.stack.store.jobs_table)
-    table, by_tenant = _arn(jobs), _arn(jobs, "/index/by_tenant")
+    table, by_tenant = arn_of(jobs), arn_of(jobs, "/index/by_tenant")
     _, idempotency = _tables(synthesis)
-    assert _actions(_grants(synthesis, "api"), "dynamodb") == {
+    assert _actions(grants_of(synthesis, "api"), "dynamodb") == {
         "dynamodb:GetItem": {table, idempotency},
         "dynamodb:BatchGetItem": {table},
         "dynamodb:PutItem": {table, idempotency},
@@ -128,8 +92,8 @@ def test_api_writes_jobs_and_runs_and_lists_through_the_tenant_index_only(synthe
 
 def test_poller_claims_on_the_table_and_reads_only_the_due_index(synthesis: Synthesis) -> None:
     jobs = synthesis.logical_id(synthesis.stack.store.jobs_table)
-    table, due = _arn(jobs), _arn(jobs, "/index/due")
-    assert _actions(_grants(synthesis, "poller"), "dynamodb") == {
+    table, due = arn_of(jobs), arn_of(jobs, "/index/due")
+    assert _actions(grants_of(synthesis, "poller"), "dynamodb") == {
         "dynamodb:GetItem": {table},
         "dynamodb:BatchGetItem": {table},
         "dynamodb:PutItem": {table},
@@ -139,16 +103,18 @@ def test_poller_claims_on_the_table_and_reads_only_the_due_index(synthesis: Synt
 
 
 def _priority_queues(synthesis: Synthesis) -> set[str]:
-    return {_arn(synthesis.logical_id(q)) for q in synthesis.stack.queues.priority_queues}
+    return {arn_of(synthesis.logical_id(q)) for q in synthesis.stack.queues.priority_queues}
 
 
 def _dead_letter_queue(synthesis: Synthesis) -> str:
-    return _arn(synthesis.logical_id(synthesis.stack.queues.dead_letter_queue))
+    return arn_of(synthesis.logical_id(synthesis.stack.queues.dead_letter_queue))
 
 
 def _tables(synthesis: Synthesis) -> tuple[str, str]:
     store = synthesis.stack.store
-    return _arn(synthesis.logical_id(store.jobs_table)), _arn(synthesis.logical_id(store.idempotency_table))
+    return arn_of(synthesis.logical_id(store.jobs_table)), arn_of(
+        synthesis.logical_id(store.idempotency_table)
+    )
 
 
 def test_worker_moves_runs_on_the_jobs_table_only(synthesis: Synthesis) -> None:
@@ -156,7 +122,7 @@ def test_worker_moves_runs_on_the_jobs_table_only(synthesis: Synthesis) -> None:
     # On the jobs table only: reads (a job and its run in one BatchGetItem), conditional
     # updates, and the put of a workflow task's run its upstream released (if absent); never
     # a delete or a query. The run item is the run's idempotency record: no second table.
-    assert _actions(_grants(synthesis, "worker"), "dynamodb") == {
+    assert _actions(grants_of(synthesis, "worker"), "dynamodb") == {
         "dynamodb:GetItem": {jobs},
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
@@ -168,22 +134,22 @@ def test_only_the_api_may_touch_the_idempotency_table(synthesis: Synthesis) -> N
     _, idempotency = _tables(synthesis)
     # Powertools idempotency reads, puts, updates (the job made) and deletes (a failed create).
     assert {
-        action for action, resources in _grants(synthesis, "api").items() if idempotency in resources
+        action for action, resources in grants_of(synthesis, "api").items() if idempotency in resources
     } == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     for name in ("worker", "poller"):
-        resources = set().union(*_grants(synthesis, name).values())
+        resources = set().union(*grants_of(synthesis, name).values())
         assert idempotency not in resources, name
 
 
 def test_api_may_only_send_to_the_priority_queues(synthesis: Synthesis) -> None:
     # Claims at create and re-drives of failed runs; the API never writes a DLQ record.
-    assert _actions(_grants(synthesis, "api"), "sqs") == {"sqs:SendMessage": _priority_queues(synthesis)}
+    assert _actions(grants_of(synthesis, "api"), "sqs") == {"sqs:SendMessage": _priority_queues(synthesis)}
 
 
 def test_poller_sends_to_the_priority_queues_and_records_failed_runs_on_the_dlq(
     synthesis: Synthesis,
 ) -> None:
-    assert _actions(_grants(synthesis, "poller"), "sqs") == {
+    assert _actions(grants_of(synthesis, "poller"), "sqs") == {
         "sqs:SendMessage": _priority_queues(synthesis) | {_dead_letter_queue(synthesis)}
     }
 
@@ -199,7 +165,7 @@ def test_worker_consumes_the_priority_queues_and_sends_retries_dead_letters_and_
     synthesis: Synthesis,
 ) -> None:
     queues = _priority_queues(synthesis)
-    grants = _actions(_grants(synthesis, "worker"), "sqs")
+    grants = _actions(grants_of(synthesis, "worker"), "sqs")
     assert {action: grants[action] for action in ESM_ACTIONS} == {action: queues for action in ESM_ACTIONS}
     # The default target pattern: any queue of this account and region, none of another's.
     target_queues = _in_this_account("sqs", "*")
@@ -212,7 +178,7 @@ def test_worker_may_deliver_to_any_topic_event_bus_and_function_of_its_account_a
 ) -> None:
     """The defaults (context `target_topic_arns`, `target_event_bus_arns`,
     `target_function_arns` unset): one action per target kind, never another account's."""
-    grants = _grants(synthesis, "worker")
+    grants = grants_of(synthesis, "worker")
     assert _actions(grants, "sns") == {"sns:Publish": {_in_this_account("sns", "*")}}
     assert _actions(grants, "events") == {"events:PutEvents": {_in_this_account("events", "event-bus/*")}}
     assert _actions(grants, "lambda") == {"lambda:InvokeFunction": {_in_this_account("lambda", "function:*")}}
@@ -223,9 +189,9 @@ def test_worker_may_never_invoke_the_functions_of_its_own_stack(synthesis: Synth
     (forged run messages) is refused by IAM, whatever the target grant allows."""
     prefix = f"{synthesis.stack.stack_name}-"
     own_functions = _in_this_account("lambda", f"function:{prefix}*")
-    assert dict(_grants(synthesis, "worker", "Deny")) == {"lambda:InvokeFunction": {own_functions}}
+    assert dict(grants_of(synthesis, "worker", "Deny")) == {"lambda:InvokeFunction": {own_functions}}
     for name in ("api", "poller"):
-        assert dict(_grants(synthesis, name, "Deny")) == {}
+        assert dict(grants_of(synthesis, name, "Deny")) == {}
     # The deny relies on the names: ours, not CloudFormation's, all under the prefix (which
     # also covers any function CloudFormation would name "<stack name>-<logical id>-<suffix>").
     functions = synthesis.resources("AWS::Lambda::Function")
@@ -265,7 +231,7 @@ def _target_grants(synthesis: Synthesis) -> dict[str, set[str]]:
     """The worker's target grants, rendered: the resources of each target action other than
     the scheduler's own queues."""
     own_queues = _priority_queues(synthesis) | {_dead_letter_queue(synthesis)}
-    grants = _grants(synthesis, "worker")
+    grants = grants_of(synthesis, "worker")
     return {
         action: {_render(json.loads(resource)) for resource in grants.get(action, set()) - own_queues}
         for action in TARGET_VARIABLES
@@ -314,7 +280,7 @@ def test_no_function_may_read_or_delete_from_the_dlq(synthesis: Synthesis) -> No
     """Only people (and `make redrive`, with their credentials) consume the DLQ."""
     dead_letters = _dead_letter_queue(synthesis)
     for name in synthesis.function_ids:
-        for action, resources in _grants(synthesis, name).items():
+        for action, resources in grants_of(synthesis, name).items():
             if dead_letters in resources:
                 assert action == "sqs:SendMessage", (name, action)
 
@@ -326,17 +292,17 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
     jobs, idempotency = _tables(narrowed)
     queues, dead_letters = _priority_queues(narrowed), _dead_letter_queue(narrowed)
     jobs_id = narrowed.logical_id(narrowed.stack.store.jobs_table)
-    by_tenant, due = _arn(jobs_id, "/index/by_tenant"), _arn(jobs_id, "/index/due")
+    by_tenant, due = arn_of(jobs_id, "/index/by_tenant"), arn_of(jobs_id, "/index/due")
 
     def own(name: str) -> dict[str, set[str]]:
-        log_group = _arn(narrowed.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+        log_group = arn_of(narrowed.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
         return {
             "logs:CreateLogStream": {log_group},
             "logs:PutLogEvents": {log_group},
             **{action: {json.dumps("*")} for action in XRAY_ACTIONS},
         }
 
-    assert dict(_grants(narrowed, "api")) == own("api") | {
+    assert dict(grants_of(narrowed, "api")) == own("api") | {
         "dynamodb:GetItem": {jobs, idempotency},
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs, idempotency},
@@ -345,7 +311,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "dynamodb:Query": {jobs, by_tenant},
         "sqs:SendMessage": queues,
     }
-    assert dict(_grants(narrowed, "poller")) == own("poller") | {
+    assert dict(grants_of(narrowed, "poller")) == own("poller") | {
         "dynamodb:GetItem": {jobs},
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs},
@@ -353,7 +319,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "dynamodb:Query": {due},
         "sqs:SendMessage": queues | {dead_letters},
     }
-    assert dict(_grants(narrowed, "worker")) == own("worker") | {
+    assert dict(grants_of(narrowed, "worker")) == own("worker") | {
         "dynamodb:GetItem": {jobs},
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
@@ -368,7 +334,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
 def test_worker_grants_one_action_per_target_kind(synthesis: Synthesis) -> None:
     target_actions = {
         action
-        for action in _grants(synthesis, "worker")
+        for action in grants_of(synthesis, "worker")
         if action.split(":")[0] in {"sns", "events", "lambda"}
     }
     assert target_actions == {"sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}

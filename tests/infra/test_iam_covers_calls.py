@@ -53,6 +53,7 @@ from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
+from tests.infra.grants import arn_of, grants_of
 from tests.support.events import LambdaContext, api_event, sqs_event
 from tests.support.faults import DiesAtTheCall, WorkerDied
 from tests.support.harness import IDEMPOTENCY_TABLE, JOBS_TABLE, FrozenClock, create_scheduler_resources
@@ -497,44 +498,16 @@ def queue_name(url: str) -> str:
 # --- the template's grants (as tests/infra/test_iam.py reads them) ----------------------------
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _grants(synthesis: Synthesis, function: str) -> dict[str, set[str]]:
-    """Action → the resources (as JSON text) the function's role may use it on."""
-    role = {"Ref": synthesis.function(function)["Properties"]["Role"]["Fn::GetAtt"][0]}
-    grants: dict[str, set[str]] = defaultdict(set)
-    for policy in synthesis.resources("AWS::IAM::Policy").values():
-        if role not in policy["Properties"]["Roles"]:
-            continue
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            if statement["Effect"] != "Allow":
-                continue
-            for action in _as_list(statement["Action"]):
-                grants[action] |= {
-                    json.dumps(resource, sort_keys=True) for resource in _as_list(statement["Resource"])
-                }
-    return grants
-
-
-def _arn(logical_id: str, suffix: str = "") -> str:
-    arn: Any = {"Fn::GetAtt": [logical_id, "Arn"]}
-    if suffix:
-        arn = {"Fn::Join": ["", [arn, suffix]]}
-    return json.dumps(arn, sort_keys=True)
-
-
 def template_arns(synthesis: Synthesis) -> dict[str, str]:
     """The stack's resource each role name stands for → its ARN in the template (as JSON text)."""
     stack = synthesis.stack
     jobs = synthesis.logical_id(stack.store.jobs_table)
     return {
-        JOBS: _arn(jobs),
-        **{index_of(JOBS, index): _arn(jobs, f"/index/{index}") for index in (DUE_INDEX, TENANT_INDEX)},
-        IDEMPOTENCY: _arn(synthesis.logical_id(stack.store.idempotency_table)),
-        **{queue_of(p): _arn(synthesis.logical_id(stack.queues.by_priority[p])) for p in PRIORITIES},
-        DEAD_LETTERS: _arn(synthesis.logical_id(stack.queues.dead_letter_queue)),
+        JOBS: arn_of(jobs),
+        **{index_of(JOBS, index): arn_of(jobs, f"/index/{index}") for index in (DUE_INDEX, TENANT_INDEX)},
+        IDEMPOTENCY: arn_of(synthesis.logical_id(stack.store.idempotency_table)),
+        **{queue_of(p): arn_of(synthesis.logical_id(stack.queues.by_priority[p])) for p in PRIORITIES},
+        DEAD_LETTERS: arn_of(synthesis.logical_id(stack.queues.dead_letter_queue)),
     }
 
 
@@ -545,7 +518,7 @@ def ungranted(synthesis: Synthesis, function: str, needs: set[Need]) -> list[str
     """Each need of `function` its role's policies do not allow, described."""
     arns = template_arns(synthesis)
     named = {arn: resource for resource, arn in arns.items()}
-    grants = _grants(synthesis, function)
+    grants = grants_of(synthesis, function)
     problems = []
     for need in sorted(needs):
         arn = arns.get(need.resource)
