@@ -184,7 +184,7 @@ class Api(Construct):
                 "method.request.querystring.cursor": False,
             },
         )
-        self._add_method(workflows, "POST", {})
+        self._add_method(workflows, "POST", {"method.request.header.Idempotency-Key": False})
         for verb in ("GET", "PATCH", "DELETE"):
             self._add_method(workflow, verb, workflow_id)
         self._add_method(workflow_subresources, "ANY", {**workflow_id, "method.request.path.proxy": True})

@@ -263,8 +263,21 @@ def retry_run(job_id: str, run_id: str) -> Response[Any]:
     "priority. A cycle, an unknown or repeated dependency or task id is a 400 naming the field. "
     "Without a schedule, it runs only when triggered.",
 )
-def create_workflow(workflow: WorkflowCreate) -> Response[Any]:
-    return _json(HTTPStatus.CREATED, workflow_view(_workflows().create(_tenant(), workflow)))
+def create_workflow(
+    workflow: WorkflowCreate,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Send a create again with the same key (within 24 hours) and get the workflow "
+            "the first one made instead of a second one. The same key with another body is a 422.",
+        ),
+    ] = None,
+) -> Response[Any]:
+    created = _workflows().create(_tenant(), workflow, idempotency_key)
+    return _json(HTTPStatus.CREATED, workflow_view(created))
 
 
 @app.get("/v1/workflows", summary="List your workflows, newest first")

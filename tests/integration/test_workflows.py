@@ -609,3 +609,27 @@ def test_a_worker_dying_between_the_join_and_the_release_is_caught_up_by_the_pol
     assert len(receiver.at("a")) == 1
     assert len(receiver.at("b")) == 1
     assert workflow_run(cloud, workflow["workflow_id"], run_id)["status"] == "SUCCEEDED"
+
+
+def test_a_workflow_create_sent_again_with_its_idempotency_key_makes_one_workflow(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    body = {"name": "pipeline", "tasks": [task(receiver, "a"), task(receiver, "b", "a")]}
+    key = {"Idempotency-Key": "nightly-2026-11-26"}
+    first = cloud.call("POST", "/v1/workflows", body, headers=key)
+    again = cloud.call("POST", "/v1/workflows", body, headers=key)
+    assert (first.status, again.status) == (201, 201)
+    assert again.body["workflow_id"] == first.body["workflow_id"]
+    assert len(cloud.call("GET", "/v1/workflows").body["items"]) == 1
+    other = cloud.call("POST", "/v1/workflows", body | {"name": "another"}, headers=key)
+    assert other.status == 422
+    assert other.body["error"]["details"][0]["field"] == "Idempotency-Key"
+    # A job's keys are its own: the same key makes a job, not the workflow.
+    job = cloud.call(
+        "POST",
+        "/v1/jobs",
+        {"name": "j", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": receiver.url}},
+        headers=key,
+    )
+    assert job.status == 201, job.body
+    assert job.body["job_id"] != first.body["workflow_id"]

@@ -103,19 +103,24 @@ def build_job_service(
     settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
 ) -> JobService:
     store = store or build_store(settings, clients)
+    creates = build_create_once(settings, clients)  # one record table, one invocation context
     return JobService(
         store,
         build_dispatcher(settings, clients, clock, store),
         clock,
         build_lifecycle(settings, clients, clock, store),
         build_target_access(settings),
-        build_create_once(settings, clients),
-        workflows=build_workflow_service(settings, clients, clock, store),
+        creates,
+        workflows=build_workflow_service(settings, clients, clock, store, creates),
     )
 
 
 def build_workflow_service(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    creates: CreateOnce | None = None,
 ) -> WorkflowService:
     store = store or build_store(settings, clients)
     lifecycle = build_lifecycle(settings, clients, clock, store)
@@ -127,6 +132,7 @@ def build_workflow_service(
         clock,
         lifecycle,
         build_target_access(settings),
+        creates,
     )
 
 

@@ -19,22 +19,18 @@ from scheduler_core.domain.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
-    SchedulerError,
-    Unprocessable,
     field_error,
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import CreateOnce, CursorNotValid, KeyInUse, KeyReused, Page
+from scheduler_core.ports import CreateOnce, CursorNotValid, Page
+from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.workflows import WorkflowService
-
-# The namespace of the job ids that idempotency keys give (uuid5 of tenant and key).
-_IDEMPOTENCY_KEYS = uuid.UUID("5f0b7d3e-8a51-4c1e-9a63-1d2f6e4c8b70")
 
 
 @contextlib.contextmanager
@@ -87,42 +83,17 @@ class JobService:
 
     def create(self, tenant: str, request: JobCreate, idempotency_key: str | None = None) -> Job:
         """A new job; or, for an `idempotency_key` this tenant sent before with the same
-        request, the job that request made, as it is now."""
+        request, the job that request made, as it is now (`created_once`)."""
         if idempotency_key is None or self._creates is None:
             return self._create(tenant, request)
-        made: list[Job] = []
-        # The key's job has an id of its own: a create sent again after the first one failed
-        # past its write (its idempotency record deleted, or left to expire with a timed-out
-        # invocation) finds that job instead of making a second.
-        keyed_id = uuid.uuid5(_IDEMPOTENCY_KEYS, f"{tenant}\n{idempotency_key}").hex
-
-        def create() -> str:
-            made.append(self._create(tenant, request, keyed_id))
-            return made[0].job_id
-
-        field = "Idempotency-Key"
-        try:
-            job_id = self._creates.job_id(tenant, idempotency_key, request.model_dump(mode="json"), create)
-        except KeyReused:
-            raise Unprocessable(
-                "this Idempotency-Key was sent before with another job; use a new key for a new job",
-                [field_error(field, "was used with another request body")],
-            ) from None
-        except KeyInUse:
-            raise SchedulerError(
-                "the first request with this Idempotency-Key is still being served; try again shortly",
-                [field_error(field, "is in use by a request in progress")],
-                "CONFLICT",
-                409,
-            ) from None
-        except Exception:
-            if not made:
-                raise
-            # The job is written; only its key's record is not (the table throttled, say).
-            # A create sent again finds the job by its id all the same.
-            logger.exception("idempotency record not saved", extra={"job_id": made[0].job_id})
-            return made[0]
-        return made[0] if made else self.get(tenant, job_id)
+        return created_once(
+            self._creates,
+            tenant,
+            idempotency_key,
+            request.model_dump(mode="json"),
+            lambda job_id: self._create(tenant, request, job_id),
+            lambda job_id: self.get(tenant, job_id),
+        )
 
     def _create(self, tenant: str, request: JobCreate, job_id: str | None = None) -> Job:
         """A new job (`job_id`: the id an idempotency key gives it; if that job exists, it is

@@ -36,7 +36,8 @@ from scheduler_core.domain.vocabulary import (
 )
 from scheduler_core.domain.workflows import Phase, graph_errors, task_status
 from scheduler_core.observability import logger
-from scheduler_core.ports import Page, WorkflowRuns
+from scheduler_core.ports import CreateOnce, Page, WorkflowRuns
+from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
@@ -63,7 +64,11 @@ class WorkflowService:
         clock: Clock,
         lifecycle: RunLifecycle,
         targets: TargetAccess,
+        creates: CreateOnce | None = None,
     ) -> None:
+        """`creates`: the idempotency records of creates sent with an `Idempotency-Key` (none:
+        the header is not honoured)."""
+        self._creates = creates
         self._store = store
         self._runner = runner
         self._dispatcher = dispatcher
@@ -75,13 +80,30 @@ class WorkflowService:
 
     # --- create, read, list ---------------------------------------------------------------
 
-    def create(self, tenant: str, request: WorkflowCreate) -> Job:
+    def create(self, tenant: str, request: WorkflowCreate, idempotency_key: str | None = None) -> Job:
+        """A new workflow; or, for an `idempotency_key` this tenant sent before with the same
+        request, the workflow that request made, as it is now (`created_once`)."""
+        if idempotency_key is None or self._creates is None:
+            return self._create(tenant, request)
+        return created_once(
+            self._creates,
+            tenant,
+            idempotency_key,
+            request.model_dump(mode="json"),
+            lambda workflow_id: self._create(tenant, request, workflow_id),
+            lambda workflow_id: self.get(tenant, workflow_id),
+            kind="workflow",
+        )
+
+    def _create(self, tenant: str, request: WorkflowCreate, workflow_id: str | None = None) -> Job:
         """A new workflow: its tasks checked as a graph (each error naming its field) and
         their targets as a job's, its task items written, then the workflow's (the write that
-        makes it exist); claimed at once when it fires within the lookahead."""
+        makes it exist); claimed at once when it fires within the lookahead. `workflow_id`:
+        the id an idempotency key gives it; if that workflow exists, it is the one returned."""
         self._check(request)
         now = self._clock.now()
-        workflow_id = uuid.uuid4().hex
+        keyed = workflow_id is not None
+        workflow_id = workflow_id or uuid.uuid4().hex
         first = first_firing(request.schedule, now, now) if request.schedule is not None else None
         workflow = Job(
             job_id=workflow_id,
@@ -101,10 +123,13 @@ class WorkflowService:
             tasks=request.tasks,
         )
         for task in request.tasks:
-            if not self._store.put_job_if_absent(self._task_job(workflow, task)):
+            # An item there already: a keyed create sent again after the first one failed.
+            if not self._store.put_job_if_absent(self._task_job(workflow, task)) and not keyed:
                 raise RuntimeError(f"task item {keys.task_job_id(workflow_id, task.task_id)} exists already")
         if not self._store.put_job_if_absent(workflow):
-            raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
+            if not keyed:
+                raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
+            return self.get(tenant, workflow_id)
         logger.info("workflow created", extra={"workflow_id": workflow_id, "tasks": len(request.tasks)})
         if first is None:
             return workflow
