@@ -147,49 +147,27 @@ class Api(Construct):
 
     def _add_routes(self) -> None:
         v1 = self.rest_api.root.add_resource("v1")
-        jobs = v1.add_resource("jobs")
-        job = jobs.add_resource("{job_id}")
-        # pause, resume, trigger, runs, runs/{run_id}, runs/{run_id}/retry: routed in the function
-        # (its own 404 for a sub-path it does not know).
-        job_subresources = job.add_resource("{proxy+}")
-        job_id = {"method.request.path.job_id": True}
-
-        self._add_method(
-            jobs,
-            "GET",
-            {
-                "method.request.querystring.status": False,
-                "method.request.querystring.name_prefix": False,
-                "method.request.querystring.limit": False,
-                "method.request.querystring.cursor": False,
-            },
-        )
-        self._add_method(jobs, "POST", {"method.request.header.Idempotency-Key": False})
-        for verb in ("GET", "PATCH", "DELETE"):
-            self._add_method(job, verb, job_id)
-        self._add_method(job_subresources, "ANY", {**job_id, "method.request.path.proxy": True})
-
-        workflows = v1.add_resource("workflows")
-        workflow = workflows.add_resource("{workflow_id}")
-        # pause, resume, trigger, backfill, runs and below: routed in the function, as a job's.
-        workflow_subresources = workflow.add_resource("{proxy+}")
-        workflow_id = {"method.request.path.workflow_id": True}
-        self._add_method(
-            workflows,
-            "GET",
-            {
-                "method.request.querystring.status": False,
-                "method.request.querystring.name_prefix": False,
-                "method.request.querystring.limit": False,
-                "method.request.querystring.cursor": False,
-            },
-        )
-        self._add_method(workflows, "POST", {"method.request.header.Idempotency-Key": False})
-        for verb in ("GET", "PATCH", "DELETE"):
-            self._add_method(workflow, verb, workflow_id)
-        self._add_method(workflow_subresources, "ANY", {**workflow_id, "method.request.path.proxy": True})
+        # Below an item, its actions (pause, resume, trigger, backfill, runs and below): routed
+        # in the function (its own 404 for a sub-path it does not know).
+        self._add_collection(v1, "jobs", "job_id")
+        self._add_collection(v1, "workflows", "workflow_id")
         self._add_method(v1.add_resource("openapi.json"), "GET", {})
         self._add_method(v1.add_resource("docs"), "GET", {})
+
+    def _add_collection(self, v1: apigw.Resource, name: str, id_name: str) -> None:
+        """`/v1/{name}` (list, create), `/v1/{name}/{id}` (read, change, cancel) and
+        everything below an item, for jobs and workflows alike."""
+        collection = v1.add_resource(name)
+        item = collection.add_resource("{" + id_name + "}")
+        item_id = {f"method.request.path.{id_name}": True}
+        listing = ("status", "name_prefix", "limit", "cursor")
+        self._add_method(
+            collection, "GET", {f"method.request.querystring.{query}": False for query in listing}
+        )
+        self._add_method(collection, "POST", {"method.request.header.Idempotency-Key": False})
+        for verb in ("GET", "PATCH", "DELETE"):
+            self._add_method(item, verb, item_id)
+        self._add_method(item.add_resource("{proxy+}"), "ANY", {**item_id, "method.request.path.proxy": True})
 
     def _add_method(self, resource: apigw.Resource, verb: str, parameters: Mapping[str, bool]) -> None:
         resource.add_method(

@@ -123,19 +123,23 @@ def _tenant() -> str:
     return tenant
 
 
+# A create's Idempotency-Key, for a job's and a workflow's alike.
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Send a create again with the same key (within 24 hours) and get what the first "
+        "one made instead of a second one. The same key with another body is a 422.",
+    ),
+]
+
+
 @app.post("/v1/jobs", summary="Create a job")
 def create_job(
     job: JobCreate,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=255,
-            description="Send a create again with the same key (within 24 hours) and get the job the "
-            "first one made instead of a second job. The same key with another body is a 422.",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response[Any]:
     created = _jobs().create(_tenant(), job, idempotency_key)
     return _json(HTTPStatus.CREATED, created.to_api())
@@ -265,16 +269,7 @@ def retry_run(job_id: str, run_id: str) -> Response[Any]:
 )
 def create_workflow(
     workflow: WorkflowCreate,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=255,
-            description="Send a create again with the same key (within 24 hours) and get the workflow "
-            "the first one made instead of a second one. The same key with another body is a 422.",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response[Any]:
     created = _workflows().create(_tenant(), workflow, idempotency_key)
     return _json(HTTPStatus.CREATED, workflow_view(created))
