@@ -633,3 +633,14 @@ def test_a_workflow_create_sent_again_with_its_idempotency_key_makes_one_workflo
     )
     assert job.status == 201, job.body
     assert job.body["job_id"] != first.body["workflow_id"]
+
+
+def test_a_tasks_run_goes_on_the_queue_of_its_priority(
+    cloud: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    workflow = create(cloud, [task(receiver, "a", priority="LOW"), task(receiver, "b", "a", priority="HIGH")])
+    trigger(cloud, workflow["workflow_id"])
+    cloud.deliver((Priority.HIGH,))  # the workflow run begins: a is released
+    assert (cloud.visible_messages(Priority.LOW), cloud.visible_messages(Priority.NORMAL)) == (1, 0)
+    cloud.deliver((Priority.LOW,))  # a runs: b is released
+    assert cloud.visible_messages(Priority.HIGH) == 1

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from scheduler_core.domain.errors import field_error
 from scheduler_core.domain.vocabulary import (
     MAX_WORKFLOW_EDGES,
+    Priority,
     TaskStatus,
     TriggerRule,
     WorkflowRunStatus,
@@ -45,11 +46,13 @@ _FAILED = frozenset({Phase.FAILED, Phase.UPSTREAM_FAILED})
 
 
 class TaskNode(BaseModel):
-    """A task as its workflow run's graph holds it: its place in the graph, not its target."""
+    """A task as its workflow run's graph holds it: its place in the graph and the queue its
+    runs go on, not its target."""
 
     task_id: str
     depends_on: list[str] = []
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    priority: Priority = Priority.NORMAL
 
 
 class WorkflowState(BaseModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import Clock
@@ -80,7 +80,12 @@ class WorkflowRunner:
         phases, give its lease up, release its first tasks."""
         assert workflow.tasks, "a workflow has tasks"
         nodes = [
-            TaskNode(task_id=task.task_id, depends_on=task.depends_on, trigger_rule=task.trigger_rule)
+            TaskNode(
+                task_id=task.task_id,
+                depends_on=task.depends_on,
+                trigger_rule=task.trigger_rule,
+                priority=task.priority,
+            )
             for task in workflow.tasks
         ]
         step = begin(Graph.of(nodes))
@@ -207,21 +212,18 @@ class WorkflowRunner:
         workflow run's `reconcile`."""
         if not task_ids:
             return
-        assert workflow_run.workflow is not None
-        priorities = self._priorities(workflow_run.job_id)
         made: list[Run] = []
         for task_id in task_ids:
-            run = self._task_run(workflow_run, task_id, priorities.get(task_id), now)
+            run = self._task_run(workflow_run, task_id, now)
             if self._store.put_run_if_absent(run, now):
                 made.append(run)
         if made:
             self._queue.send_runs(made)
 
-    def _priorities(self, workflow_id: str) -> dict[str, Any]:
-        workflow = self._store.get_job(workflow_id)
-        return {task.task_id: task.priority for task in (workflow.tasks or [])} if workflow else {}
-
-    def _task_run(self, workflow_run: Run, task_id: str, priority: Any, now: datetime) -> Run:
+    def _task_run(self, workflow_run: Run, task_id: str, now: datetime) -> Run:
+        """The run of a released task, on the queue of the priority its graph gives it."""
+        assert workflow_run.workflow is not None
+        node = next(node for node in workflow_run.workflow.graph if node.task_id == task_id)
         job_id = keys.task_job_id(workflow_run.job_id, task_id)
         return Run(
             run_id=keys.run_id(job_id, workflow_run.scheduled_for_ms),
@@ -231,7 +233,7 @@ class WorkflowRunner:
             scheduled_for=workflow_run.scheduled_for,
             # Due when released: its lateness counts from then, not from the workflow run's time.
             next_attempt_at=now if now != workflow_run.scheduled_for else None,
-            priority=priority or workflow_run.priority,
+            priority=node.priority,
             due_at=self._lifecycle.sent_timer(now, now),
         )
 
@@ -309,7 +311,7 @@ class WorkflowRunner:
         for task, run in zip(released, runs, strict=True):
             if run is None:
                 # Not made yet: a cancelled one takes its place, so a release under way makes none.
-                stand_in = self._task_run(current, task, None, now).model_copy(
+                stand_in = self._task_run(current, task, now).model_copy(
                     update={"status": RunStatus.CANCELLED, "due_at": None, "finished_at": now}
                 )
                 if self._store.put_run_if_absent(stand_in, now):
