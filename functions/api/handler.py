@@ -33,7 +33,8 @@ from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import StoreContention
 from scheduler_core.services.jobs import JobService
-from scheduler_core.services.workflows import WorkflowService, workflow_view
+from scheduler_core.services.workflow_views import workflow_view
+from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import settings_from_env
 
 API_TITLE = "serverless-scheduler"

@@ -411,7 +411,7 @@ def test_a_backfill_of_past_firings_during_an_outage_does_not_stop_the_job_for_g
 def test_a_workflow_run_cancelled_before_it_began_does_not_show_its_tasks_pending(
     cloud: SchedulerHarness, receiver: WebhookReceiver
 ) -> None:
-    """`run_view` shows every task of a workflow run that never began as PENDING (`WAITING`),
+    """The run view (`WorkflowRunViews`) showed every task of a workflow run that never began as PENDING (`WAITING`),
     whatever the run's status: a CANCELLED (or SKIPPED, or FAILED before its begin) workflow
     run lists its tasks as PENDING for good, i.e. 'waiting for its upstream tasks'."""
     workflow = create(cloud, [task(receiver, "a")])

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.api_shapes import Backfill, JobCreate, TaskSpec, WorkflowCreate, WorkflowPatch
 from scheduler_core.domain.clock import Clock
-from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.errors import (
     Conflict,
     InvalidRequest,
@@ -31,10 +31,9 @@ from scheduler_core.domain.vocabulary import (
     Overlap,
     Priority,
     RunStatus,
-    TaskStatus,
     Trigger,
 )
-from scheduler_core.domain.workflows import Phase, graph_errors, task_status
+from scheduler_core.domain.workflows import Phase, graph_errors
 from scheduler_core.observability import logger
 from scheduler_core.ports import CreateOnce, Page, WorkflowRuns
 from scheduler_core.services.create_once import created_once
@@ -42,13 +41,12 @@ from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.workflow_runs import WorkflowRunner
+from scheduler_core.services.workflow_views import WorkflowRunViews, task_status_of
 
 # How often a task's item is written again when something else changed it meanwhile.
 CHANGE_TRIES = 5
 # How many of a workflow's newest runs a cancel looks at for runs under way.
 RUNNING_SWEEP = 100
-# A workflow run's statuses as the API shows them: its run's, PENDING until a worker begins it.
-_TASK_RUN_STATUSES = {status: TaskStatus(status.value) for status in RunStatus}
 
 
 class WorkflowServiceStore(JobControlStore, WorkflowRuns, Protocol):
@@ -70,6 +68,7 @@ class WorkflowService:
         the header is not honoured)."""
         self._creates = creates
         self._store = store
+        self._views = WorkflowRunViews(store)
         self._runner = runner
         self._dispatcher = dispatcher
         self._clock = clock
@@ -332,7 +331,7 @@ class WorkflowService:
         """A workflow run now (`trigger: MANUAL`), also for a paused workflow; the schedule is
         unchanged."""
         workflow = self.get(tenant, workflow_id)
-        return self.run_view(workflow, self._control.trigger(workflow))
+        return self._views.one(workflow, self._control.trigger(workflow))
 
     def backfill(self, tenant: str, workflow_id: str, request: Backfill) -> dict[str, int]:
         """A workflow run per firing from `start` to `end` that has none yet, queued for the
@@ -346,11 +345,11 @@ class WorkflowService:
     ) -> tuple[list[dict[str, Any]], str | None]:
         workflow = self.get(tenant, workflow_id)
         page = self._store.list_runs(workflow_id, limit, cursor, status)
-        return [self.run_view(workflow, run) for run in page.items], page.next_cursor
+        return [self._views.one(workflow, run) for run in page.items], page.next_cursor
 
     def get_run(self, tenant: str, workflow_id: str, workflow_run_id: str) -> dict[str, Any]:
         workflow = self.get(tenant, workflow_id)
-        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
+        return self._views.one(workflow, self._workflow_run(workflow, workflow_run_id))
 
     def _workflow_run(self, workflow: Job, workflow_run_id: str) -> Run:
         try:
@@ -371,7 +370,7 @@ class WorkflowService:
             raise Conflict(
                 f"workflow run '{workflow_run_id}' is {current.status}; there is nothing to cancel"
             )
-        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
+        return self._views.one(workflow, self._workflow_run(workflow, workflow_run_id))
 
     def retry_task(self, tenant: str, workflow_id: str, workflow_run_id: str, task_id: str) -> dict[str, Any]:
         """Re-run a FAILED task of a workflow run and decide again what its failure decided
@@ -390,7 +389,7 @@ class WorkflowService:
         task_run = self._store.get_run(keys.task_job_id(workflow_id, task_id), run.scheduled_for_ms)
         if phase is not Phase.FAILED or task_run is None or task_run.status is not RunStatus.FAILED:
             raise Conflict(
-                f"task '{task_id}' is {self._task_status(phase, task_run)}; only a FAILED task can be retried"
+                f"task '{task_id}' is {task_status_of(phase, task_run)}; only a FAILED task can be retried"
             )
         task_job = self._store.get_job(keys.task_job_id(workflow_id, task_id))
         if task_job is None or task_job.status is JobStatus.CANCELLED:
@@ -399,54 +398,7 @@ class WorkflowService:
             raise Conflict(
                 f"workflow run '{workflow_run_id}' changed while the task was being retried; try again"
             )
-        return self.run_view(workflow, self._workflow_run(workflow, workflow_run_id))
-
-    @staticmethod
-    def _task_status(phase: Phase, task_run: Run | None) -> TaskStatus:
-        return task_status(phase, _TASK_RUN_STATUSES.get(task_run.status) if task_run else None)
-
-    def run_view(self, workflow: Job, run: Run) -> dict[str, Any]:
-        """A workflow run as the API shows it: its own fields, and each task's status (its
-        phase, or its run's status once released) with its run's details."""
-        if run.workflow is not None:
-            phases = dict(run.workflow.phases)
-        else:  # not begun: the workflow's tasks as it is now wait, or never ran
-            never = {RunStatus.SKIPPED: Phase.SKIPPED, RunStatus.CANCELLED: Phase.CANCELLED}.get(run.status)
-            if never is None and run.status is RunStatus.FAILED:
-                never = Phase.CANCELLED
-            phases = {task.task_id: never or Phase.WAITING for task in workflow.tasks or []}
-        with_runs = [task for task, phase in phases.items() if phase is not Phase.WAITING and run.workflow]
-        task_runs = dict(
-            zip(
-                with_runs,
-                self._store.get_runs(
-                    [(keys.task_job_id(workflow.job_id, task), run.scheduled_for_ms) for task in with_runs]
-                ),
-                strict=True,
-            )
-        )
-        tasks: dict[str, Any] = {}
-        for task, phase in phases.items():
-            task_run = task_runs.get(task)
-            tasks[task] = {
-                "status": str(self._task_status(phase, task_run)),
-                "run_id": task_run.run_id if task_run else None,
-                "attempt": task_run.attempt if task_run else None,
-                "started_at": iso_or_none(task_run.started_at) if task_run else None,
-                "finished_at": iso_or_none(task_run.finished_at) if task_run else None,
-                "error": task_run.error if task_run else None,
-                "response_code": task_run.response_code if task_run else None,
-            }
-        return {
-            "workflow_run_id": run.run_id,
-            "workflow_id": workflow.job_id,
-            "status": str(run.status),
-            "trigger": str(run.trigger),
-            "scheduled_for": iso_or_none(run.scheduled_for),
-            "started_at": iso_or_none(run.started_at),
-            "finished_at": iso_or_none(run.finished_at),
-            "tasks": tasks,
-        }
+        return self._views.one(workflow, self._workflow_run(workflow, workflow_run_id))
 
 
 def _ids(workflow: Job) -> dict[str, object]:
@@ -455,26 +407,3 @@ def _ids(workflow: Job) -> dict[str, object]:
 
 def _no_job_request(_: JobCreate) -> None:
     raise AssertionError("a workflow is not changed as a job")
-
-
-def workflow_view(workflow: Job) -> dict[str, Any]:
-    """A workflow as the API shows it."""
-    paused = workflow.status is JobStatus.PAUSED
-    schedule = workflow.schedule.model_dump(mode="json") if workflow.schedule is not None else None
-    if schedule is not None and workflow.schedule is not None:
-        for name in ("at", "start_at", "end_at"):
-            schedule[name] = iso_or_none(getattr(workflow.schedule, name))
-    return {
-        "workflow_id": workflow.job_id,
-        "name": workflow.name,
-        "status": str(workflow.status),
-        "schedule": schedule,
-        "tasks": [task.model_dump(mode="json") for task in workflow.tasks or []],
-        "concurrency": workflow.concurrency.model_dump(mode="json"),
-        "misfire": str(workflow.misfire),
-        "next_fire_at": None if paused else iso_or_none(workflow.next_fire_at),
-        "paused_at": iso_or_none(workflow.paused_at) if paused else None,
-        "created_at": iso_or_none(workflow.created_at),
-        "updated_at": iso_or_none(workflow.updated_at),
-        "version": workflow.version,
-    }
