@@ -411,9 +411,10 @@ def test_a_backfill_of_past_firings_during_an_outage_does_not_stop_the_job_for_g
 def test_a_workflow_run_cancelled_before_it_began_does_not_show_its_tasks_pending(
     cloud: SchedulerHarness, receiver: WebhookReceiver
 ) -> None:
-    """The run view (`WorkflowRunViews`) showed every task of a workflow run that never began as PENDING (`WAITING`),
-    whatever the run's status: a CANCELLED (or SKIPPED, or FAILED before its begin) workflow
-    run lists its tasks as PENDING for good, i.e. 'waiting for its upstream tasks'."""
+    """The run view (`WorkflowRunViews`) showed every task of a workflow run that never began
+    as PENDING (`WAITING`), whatever the run's status: a CANCELLED (or SKIPPED, or FAILED
+    before its begin) workflow run listed its tasks as PENDING for good, i.e. 'waiting for
+    its upstream tasks'."""
     workflow = create(cloud, [task(receiver, "a")])
     run_id = trigger(cloud, workflow["workflow_id"])
     reply = cloud.call("POST", f"/v1/workflows/{workflow['workflow_id']}/runs/{run_id}/cancel")
