@@ -56,7 +56,13 @@ from tests.infra.conftest import Synthesis
 from tests.infra.grants import arn_of, grants_of
 from tests.support.events import LambdaContext, api_event, sqs_event
 from tests.support.faults import DiesAtTheCall, WorkerDied
-from tests.support.harness import IDEMPOTENCY_TABLE, JOBS_TABLE, FrozenClock, create_scheduler_resources
+from tests.support.harness import (
+    IDEMPOTENCY_TABLE,
+    JOBS_TABLE,
+    FrozenClock,
+    SkewedClock,
+    create_scheduler_resources,
+)
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
@@ -159,20 +165,6 @@ class CallLog:
 
 
 # --- the scheduler on moto, one set of clients per function ---------------------------------
-
-
-class SkewedClock:
-    """A clock running `skew` ahead of `base` (a poller whose clock is fast)."""
-
-    def __init__(self, base: FrozenClock, skew: timedelta) -> None:
-        self._base = base
-        self._skew = skew
-
-    def now(self) -> datetime:
-        return self._base.now() + self._skew
-
-    def sleep_until(self, when: datetime) -> None:
-        self._base.sleep_until(when - self._skew)
 
 
 class Scheduler:

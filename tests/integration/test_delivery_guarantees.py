@@ -54,7 +54,7 @@ from scheduler_core.services.execution import END_WRITE_PAUSES, RunExecutor
 from scheduler_core.settings import Settings, settings_from_env
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
-from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
+from tests.support.harness import FrozenClock, SchedulerHarness, SkewedClock, create_scheduler_resources
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
 
@@ -390,20 +390,6 @@ def test_the_same_message_delivered_twice_at_once_calls_the_target_once(
 
 
 # --- 4. two pollers whose clocks are 30 s apart ----------------------------------------------
-
-
-class SkewedClock:
-    """A poller's clock that runs `skew` ahead of the true time."""
-
-    def __init__(self, base: FrozenClock, skew: timedelta) -> None:
-        self._base = base
-        self._skew = skew
-
-    def now(self) -> datetime:
-        return self._base.now() + self._skew
-
-    def sleep_until(self, when: datetime) -> None:
-        self._base.sleep_until(when - self._skew)
 
 
 @pytest.mark.usefixtures("worker_knows_its_queues")

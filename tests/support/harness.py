@@ -130,6 +130,20 @@ class FrozenClock:
             self._frozen.move_to(when)
 
 
+class SkewedClock:
+    """A clock running `skew` ahead of `base` (a poller whose clock is fast)."""
+
+    def __init__(self, base: FrozenClock, skew: timedelta) -> None:
+        self._base = base
+        self._skew = skew
+
+    def now(self) -> datetime:
+        return self._base.now() + self._skew
+
+    def sleep_until(self, when: datetime) -> None:
+        self._base.sleep_until(when - self._skew)
+
+
 @dataclass
 class ApiReply:
     status: int
