@@ -27,7 +27,7 @@ from scheduler_core.domain.job_firings import following_firing, scheduled_run
 from scheduler_core.domain.messages import BATCH_SIZE, Outbox
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
-from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, RunStatus
+from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
 from scheduler_core.services.contention import through_contention
@@ -35,8 +35,8 @@ from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
-# What the watchdog's actions end a run as (a workflow task's end moves its workflow run on).
-_ENDED_BY_WATCHDOG = {"failed": RunStatus.FAILED, "cancelled": RunStatus.CANCELLED}
+# The watchdog's actions that may end a run (a workflow task's end moves its workflow run on).
+_ENDING_ACTIONS = frozenset({"failed", "cancelled"})
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
@@ -382,8 +382,8 @@ class Dispatcher:
             if run.workflow is not None and self._workflows is not None:
                 return self._workflows.reconcile(run, now)
             action = self._lifecycle.watch(run, now)
-            if action in _ENDED_BY_WATCHDOG and self._workflows is not None:
-                self._workflows.watched_run_ended(run, _ENDED_BY_WATCHDOG[action])
+            if action in _ENDING_ACTIONS and self._workflows is not None:
+                self._workflows.watched_run_ended(run)
             return action
         except StoreContention:
             return None

@@ -104,33 +104,28 @@ class WorkflowRunner:
 
     def task_run_ended(self, task: Job, run: Run, status: RunStatus) -> None:
         """A task's run ended as `status`: its workflow run moves on (the join). Told twice, or
-        after the poller's `reconcile` told it, it changes nothing. A join that keeps losing
-        to others, or fails, is left to the workflow run's timer (logged)."""
+        after the poller's `reconcile` told it, it changes nothing."""
         outcome = _OUTCOMES.get(status)
-        if outcome is None or task.workflow_id is None or task.task_id is None:
-            return
-        try:
-            self._join(task.workflow_id, run.scheduled_for_ms, {task.task_id: outcome})
-        except Exception:
-            logger.exception(
-                "join failed; the workflow run's timer picks it up",
-                extra={"workflow_id": task.workflow_id, "task_id": task.task_id, "run_id": run.run_id},
-            )
+        if outcome is not None and task.workflow_id is not None and task.task_id is not None:
+            self._join_or_leave(task.workflow_id, task.task_id, run, outcome)
 
-    def watched_run_ended(self, run: Run, status: RunStatus) -> None:
-        """The watchdog ended a run (its lease expired with no attempt left, its job gone or
-        cancelled): if it is a workflow task's, its workflow run moves on now rather than at
-        its timer. Any other run: nothing."""
+    def watched_run_ended(self, run: Run) -> None:
+        """The watchdog may have ended a run (its lease expired with no attempt left, its job
+        gone or cancelled): if it is a workflow task's and it has ended (read again: the
+        watchdog's write may have lost to a worker that started it), its workflow run moves
+        on now rather than at its timer. Any other run: nothing."""
         ref = keys.task_of(run.job_id)
-        if ref is None or status not in _OUTCOMES:
+        if ref is None:
             return
-        workflow_id, task_id = ref
+        current = self._store.get_run(run.job_id, run.scheduled_for_ms)
+        if current is not None and current.status in _OUTCOMES:
+            self._join_or_leave(*ref, run, _OUTCOMES[current.status])
+
+    def _join_or_leave(self, workflow_id: str, task_id: str, run: Run, outcome: Phase) -> None:
+        """The join of one task's end; one that keeps losing to others, or fails, is left to
+        the workflow run's timer (logged)."""
         try:
-            # As it is now: the watchdog's write may have lost to a worker that started it.
-            current = self._store.get_run(run.job_id, run.scheduled_for_ms)
-            if current is None or current.status not in _OUTCOMES:
-                return
-            self._join(workflow_id, run.scheduled_for_ms, {task_id: _OUTCOMES[current.status]})
+            self._join(workflow_id, run.scheduled_for_ms, {task_id: outcome})
         except Exception:
             logger.exception(
                 "join failed; the workflow run's timer picks it up",
