@@ -191,3 +191,11 @@ def test_buckets_between_steps_one_minute_from_first_bucket_to_last(first: int, 
     assert buckets[-1] == keys.bucket_of(last)
     assert all(b - a == 60_000 for a, b in itertools.pairwise(buckets))
     assert all(keys.bucket_of(b) == b for b in buckets)
+
+
+def test_run_time_of_reads_a_jobs_own_run_ids_only() -> None:
+    assert keys.run_time_of("j1", "j1:1700000000000") == 1_700_000_000_000
+    assert keys.run_time_of("wf.a", "wf.a:5") == 5
+    assert keys.run_time_of("j1", "j2:1700000000000") is None  # another job's
+    assert keys.run_time_of("j1", "j1:017") is None  # not as run_id writes it
+    assert keys.run_time_of("j1", "nonsense") is None

@@ -53,6 +53,16 @@ def parse_run_id(value: str) -> tuple[str, int]:
     return job_id, int(ms)
 
 
+def run_time_of(job_id: str, run_id: str) -> int | None:
+    """The time (ms) of `job_id`'s run named `run_id`; None if that is not one of its run ids
+    (malformed, or another job's)."""
+    try:
+        owner, scheduled_ms = parse_run_id(run_id)
+    except ValueError:
+        return None
+    return scheduled_ms if owner == job_id else None
+
+
 def shard_pk(shard: int) -> str:
     return f"SHARD#{shard}"
 

@@ -190,11 +190,8 @@ class JobService:
 
     def get_run(self, tenant: str, job_id: str, run_id: str) -> Run:
         self.get(tenant, job_id)
-        try:
-            owner, scheduled_ms = keys.parse_run_id(run_id)
-        except ValueError:
-            owner, scheduled_ms = "", 0
-        run = self._store.get_run(job_id, scheduled_ms) if owner == job_id else None
+        scheduled_ms = keys.run_time_of(job_id, run_id)
+        run = self._store.get_run(job_id, scheduled_ms) if scheduled_ms is not None else None
         if run is None:
             raise NotFound(f"run '{run_id}' not found for job '{job_id}'")
         return run

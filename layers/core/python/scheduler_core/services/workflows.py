@@ -352,11 +352,8 @@ class WorkflowService:
         return self._views.one(workflow, self._workflow_run(workflow, workflow_run_id))
 
     def _workflow_run(self, workflow: Job, workflow_run_id: str) -> Run:
-        try:
-            owner, scheduled_ms = keys.parse_run_id(workflow_run_id)
-        except ValueError:
-            owner, scheduled_ms = "", 0
-        run = self._store.get_run(workflow.job_id, scheduled_ms) if owner == workflow.job_id else None
+        scheduled_ms = keys.run_time_of(workflow.job_id, workflow_run_id)
+        run = self._store.get_run(workflow.job_id, scheduled_ms) if scheduled_ms is not None else None
         if run is None:
             raise NotFound(f"workflow run '{workflow_run_id}' not found for workflow '{workflow.job_id}'")
         return run
