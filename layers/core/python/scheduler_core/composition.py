@@ -102,38 +102,16 @@ def build_target_access(settings: Settings) -> TargetAccess:
 def build_job_service(
     settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
 ) -> JobService:
+    """The API's service, jobs and workflows on one store, dispatcher, lifecycle, target
+    access and idempotency records (one record table, one invocation context)."""
     store = store or build_store(settings, clients)
-    creates = build_create_once(settings, clients)  # one record table, one invocation context
-    return JobService(
-        store,
-        build_dispatcher(settings, clients, clock, store),
-        clock,
-        build_lifecycle(settings, clients, clock, store),
-        build_target_access(settings),
-        creates,
-        workflows=build_workflow_service(settings, clients, clock, store, creates),
-    )
-
-
-def build_workflow_service(
-    settings: Settings,
-    clients: AwsClients,
-    clock: Clock,
-    store: DynamoJobStore | None = None,
-    creates: CreateOnce | None = None,
-) -> WorkflowService:
-    store = store or build_store(settings, clients)
+    dispatcher = build_dispatcher(settings, clients, clock, store)
     lifecycle = build_lifecycle(settings, clients, clock, store)
+    targets = build_target_access(settings)
+    creates = build_create_once(settings, clients)
     runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
-    return WorkflowService(
-        store,
-        runner,
-        build_dispatcher(settings, clients, clock, store),
-        clock,
-        lifecycle,
-        build_target_access(settings),
-        creates,
-    )
+    workflows = WorkflowService(store, runner, dispatcher, clock, lifecycle, targets, creates)
+    return JobService(store, dispatcher, clock, lifecycle, targets, creates, workflows=workflows)
 
 
 def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | None:
