@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from infra.config import cdk_json_context
 from infra.local.moto_process import roll_back_items_not_tables
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE
+from scheduler_core.adapters.http_client import Answer, GuardedHttp
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger, metrics
@@ -124,16 +124,6 @@ class Arrivals:
 
     def duplicated(self) -> int:
         return sum(1 for times in self.by_run.values() if len(times) > 1)
-
-
-class _TargetReply:
-    status = 200
-
-    def __enter__(self) -> _TargetReply:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        return None
 
 
 class World:
@@ -304,22 +294,29 @@ class World:
     @contextlib.contextmanager
     def _target_answers(self) -> Iterator[None]:
         """HTTP targets answer 200 after `TARGET_CALL_SECONDS`, with no network: the worker's
-        own `urllib.request.urlopen` call is answered here, and the arrival recorded."""
-        real = urllib.request.urlopen
+        own HTTP client's `send` is answered here, and the arrival recorded."""
+        real = GuardedHttp.send
 
-        def urlopen(request: Any, *args: Any, **kwargs: Any) -> Any:
+        def send(
+            client: GuardedHttp,
+            method: str,
+            url: str,
+            headers: list[tuple[bytes, bytes]],
+            *args: Any,
+            **kwargs: Any,
+        ) -> Answer:
             if not self.sim.in_task():
-                return real(request, *args, **kwargs)
-            run_id = request.get_header("X-scheduler-run-id")
+                return real(client, method, url, headers, *args, **kwargs)
+            run_id = dict(headers)[b"X-Scheduler-Run-Id"].decode()
             self.arrivals.by_run[run_id].append(self.sim.now().timestamp() * 1000.0)
             self.sim.sleep(TARGET_CALL_SECONDS)
-            return _TargetReply()
+            return Answer(200, {}, b"")
 
-        urllib.request.urlopen = urlopen  # type: ignore[assignment]
+        GuardedHttp.send = send  # type: ignore[method-assign]
         try:
             yield
         finally:
-            urllib.request.urlopen = real
+            GuardedHttp.send = real  # type: ignore[method-assign]
 
     @contextlib.contextmanager
     def _quiet_functions(self) -> Iterator[None]:

@@ -22,6 +22,7 @@ from scheduler_core.composition import (
     build_store,
     build_targets,
 )
+from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.services.dispatch import PollReport
@@ -102,6 +103,9 @@ def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Set
             "DLQ_URL": dlq,
             "SHARD_COUNT": shard_count,
             "RUN_LEASE_SECONDS": 540,
+            # The receivers tests deliver to listen on loopback, over plain HTTP.
+            "TARGET_PRIVATE_CIDRS": list(LOCAL_CLOUD_NETWORKS),
+            "ALLOW_HTTP_TARGETS": True,
         }
     )
 

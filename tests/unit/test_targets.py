@@ -15,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
 from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.http_client import GuardedHttp
 from scheduler_core.adapters.targets import (
     FINAL_AWS_CODES,
     RETRYABLE_AWS_CODES,
@@ -25,6 +26,7 @@ from scheduler_core.adapters.targets import (
     message_json,
     run_event,
 )
+from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS, AddressPolicy
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.schedule import ScheduleSpec
@@ -89,7 +91,9 @@ def receiver(server: WebhookReceiver) -> WebhookReceiver:
 
 @pytest.fixture
 def targets() -> TargetDelivery:
-    return TargetDelivery(AwsClients(boto3.session.Session(region_name="us-east-1")))
+    # The receiver listens on loopback, which a deployment must allow (the local cloud does).
+    http = GuardedHttp(AddressPolicy(LOCAL_CLOUD_NETWORKS))
+    return TargetDelivery(AwsClients(boto3.session.Session(region_name="us-east-1")), http)
 
 
 # --- HTTP outcomes ------------------------------------------------------------------------
@@ -132,7 +136,7 @@ def test_a_target_slower_than_the_timeout_is_worth_retrying(targets: TargetDeliv
         delivery = targets.deliver(http_job(slow.url, timeout_seconds=0.2), RUN)
 
     assert (delivery.ok, delivery.retryable) == (False, True)
-    assert "timed out" in (delivery.error or "")
+    assert "did not answer within 0.2s" in (delivery.error or "")
 
 
 def test_a_refused_connection_is_worth_retrying(targets: TargetDelivery) -> None:

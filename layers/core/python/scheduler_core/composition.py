@@ -8,9 +8,11 @@ from functools import lru_cache
 
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
+from scheduler_core.adapters.http_client import GuardedHttp
 from scheduler_core.adapters.idempotency import IdempotentCreates
 from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.adapters.targets import TargetDelivery
+from scheduler_core.domain.addresses import AddressPolicy
 from scheduler_core.domain.clock import Clock, SystemClock
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import Priority
@@ -96,6 +98,8 @@ def build_target_access(settings: Settings) -> TargetAccess:
             "EVENTBRIDGE": settings.target_event_bus_arns,
             "LAMBDA": settings.target_function_arns,
         },
+        addresses=address_policy(settings),
+        allow_http=settings.allow_http_targets,
     )
 
 
@@ -121,7 +125,12 @@ def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | N
 
 
 def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
-    return TargetDelivery(clients)
+    return TargetDelivery(clients, GuardedHttp(address_policy(settings)))
+
+
+def address_policy(settings: Settings) -> AddressPolicy:
+    """The SSRF guard's rule: public addresses, and the networks the deployment lists."""
+    return AddressPolicy(settings.target_private_cidrs)
 
 
 def build_run_executor(

@@ -71,7 +71,14 @@ class Settings(BaseModel):
     target_event_bus_arns: tuple[str, ...] | None = Field(None, alias="TARGET_EVENT_BUS_ARNS")
     target_function_arns: tuple[str, ...] | None = Field(None, alias="TARGET_FUNCTION_ARNS")
 
+    # Networks (CIDR, JSON list) HTTP targets may reach although they are not public: CDK
+    # context `target_private_cidrs`. Never link-local (domain/addresses.py).
+    target_private_cidrs: tuple[str, ...] = Field((), alias="TARGET_PRIVATE_CIDRS")
+    # Whether HTTP targets may use http:// (CDK context `allow_http_targets`); else https only.
+    allow_http_targets: bool = Field(False, alias="ALLOW_HTTP_TARGETS")
+
     @field_validator(
+        "target_private_cidrs",
         "target_queue_arns",
         "target_topic_arns",
         "target_event_bus_arns",

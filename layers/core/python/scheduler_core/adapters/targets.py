@@ -1,8 +1,12 @@
 """Delivering a run to its job's target (DESIGN §7). Delivery never raises: whatever goes
 wrong is a failed `Delivery`, so the run is always finished.
 
-- HTTP: the payload as JSON with the scheduler's headers; 2xx is success, 408/429/5xx and
-  timeouts are worth retrying, any other 4xx is final.
+- HTTP: the payload as JSON with the scheduler's headers, through `GuardedHttp` (the SSRF
+  guard: an address the deployment refuses is a final failure; one deadline for the whole
+  call). 2xx is success; 408/429/5xx, timeouts and connection failures are worth retrying;
+  any other 4xx is final, and so is a 3xx: redirects are not followed (a target that moved
+  is a set-up to fix, not something a later attempt fixes). Errors name the URL's host and
+  port only: a path or query can carry a token.
 - SQS / SNS: the payload as the message (JSON), the scheduler's headers as message
   attributes; FIFO queues and topics get MessageGroupId = job id and MessageDeduplicationId =
   run id (`fifo_id`).
@@ -21,14 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import urllib.error
-import urllib.request
 from typing import Any, assert_never
+from urllib.parse import urlsplit
 
+import httpcore
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.http_client import AddressRefused, GuardedHttp
 from scheduler_core.domain import keys
+from scheduler_core.domain.addresses import AddressPolicy
 from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.target_spec import (
     EventBridgeTarget,
@@ -252,8 +258,10 @@ def http_retryable(status: int) -> bool:
 class TargetDelivery:
     """`TargetInvoker` for every target type."""
 
-    def __init__(self, clients: AwsClients) -> None:
+    def __init__(self, clients: AwsClients, http: GuardedHttp | None = None) -> None:
+        """`http`: the HTTP client and its address policy (default: public addresses only)."""
         self._clients = clients
+        self._http = http or GuardedHttp(AddressPolicy())
 
     def begin_invocation(self, context: Any) -> None:
         """Nothing to prepare: each delivery stands alone."""
@@ -286,36 +294,60 @@ class TargetDelivery:
         # Validation already refuses headers the scheduler or HTTP owns; dropping them here too
         # (in any case) keeps the scheduler's own headers authoritative whatever the job holds.
         own = {name: value for name, value in target.headers.items() if reserved_header_reason(name) is None}
-        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        # The API validated the target; once more here (microseconds) so that whatever a stored
+        # job holds, no request goes out that the rules refuse (a CR LF in a header, a space
+        # in the path): it fails for good instead (ValidationError, caught in `deliver`).
+        target = HttpTarget.model_validate(target.model_dump() | {"headers": own})
+        parts = urlsplit(target.url)
+        where = parts.netloc  # a URL's path and query can hold a token (chat webhooks): never named
+        headers = {"Host": where, "Content-Type": "application/json", "User-Agent": USER_AGENT}
         headers |= own | scheduler_headers(job, run)
         body = None if target.method == "GET" else json.dumps(job.payload).encode()
-        request = urllib.request.Request(target.url, data=body, headers=headers, method=target.method)
+        wanted = (
+            MAX_OUTPUT_BYTES + 1 if job.kind is JobKind.TASK else 0
+        )  # a plain job's body is not waited for
         try:
-            with urllib.request.urlopen(request, timeout=target.timeout_seconds) as response:
-                if job.kind is not JobKind.TASK:
-                    return Delivery(ok=True, status_code=response.status)  # the body is not waited for
-                return Delivery(ok=True, status_code=response.status, output=self._output_of(response))
-        except urllib.error.HTTPError as error:
+            answer = self._http.send(
+                target.method,
+                target.url,
+                [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
+                body,
+                target.timeout_seconds,
+                read_body=wanted,
+            )
+        except AddressRefused as refused:
+            return Delivery(ok=False, error=f"refused to call {where}: {refused}", retryable=False)
+        except httpcore.TimeoutException:
             return Delivery(
                 ok=False,
-                status_code=error.code,
-                error=f"HTTP {error.code} from {target.url}",
-                retryable=http_retryable(error.code),
+                error=f"{where} did not answer within {target.timeout_seconds}s (connect, send and answer)",
+                retryable=True,
             )
-        except TimeoutError:
-            return Delivery(ok=False, error=f"timed out after {target.timeout_seconds}s", retryable=True)
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            return Delivery(ok=False, error=f"cannot reach {target.url}: {reason}", retryable=True)
-
-    @staticmethod
-    def _output_of(response: Any) -> str | None:
-        """A workflow task's output from its 2xx answer's body; a body that does not come
-        within the call's timeout is no output (the call has succeeded: its status came)."""
-        try:
-            return json_output(response.read(MAX_OUTPUT_BYTES + 1))
-        except (TimeoutError, OSError):
-            return None
+        except (httpcore.LocalProtocolError, httpcore.UnsupportedProtocol) as error:
+            return Delivery(ok=False, error=f"cannot send to {where}: {error}", retryable=False)
+        except (httpcore.NetworkError, httpcore.ProtocolError) as error:
+            return Delivery(
+                ok=False, error=f"cannot reach {where}: {error or type(error).__name__}", retryable=True
+            )
+        status = answer.status
+        if 200 <= status < 300:
+            return Delivery(ok=True, status_code=status, output=json_output(answer.body) if wanted else None)
+        if 300 <= status < 400:
+            location = urlsplit(answer.headers.get("location", ""))
+            to = f" to {location.scheme}://{location.netloc}" if location.netloc else ""
+            return Delivery(
+                ok=False,
+                status_code=status,
+                error=f"HTTP {status} from {where}: redirects{to} are not followed; point the target at "
+                "the URL it redirects to",
+                retryable=False,
+            )
+        return Delivery(
+            ok=False,
+            status_code=status,
+            error=f"HTTP {status} from {where}",
+            retryable=http_retryable(status),
+        )
 
     def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
         request: dict[str, Any] = {

@@ -8,6 +8,10 @@ instead of a run that fails with AccessDenied.
   function of the stack is named with (`<stack name>-`), which the worker's IAM deny names too.
 - A queue URL names its queue plainly: no query or fragment, a path `/<account>/<queue name>`,
   and no region other than the worker's (its SQS client sends in its own region).
+- An HTTP target uses https:// unless the deployment allows http:// (CDK context
+  `allow_http_targets`), and a host that is an IP address literal (in any spelling) must be
+  one the SSRF guard lets the worker reach (domain/addresses.py); a name is checked by the
+  worker when it connects, against whatever the name then resolves to.
 - Every target's ARN (a queue's and a bus name's as IAM sees them) must match one of the ARN
   patterns the worker's role is granted: CDK context `target_queue_arns`,
   `target_topic_arns`, `target_event_bus_arns`, `target_function_arns`, or by default any
@@ -22,8 +26,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
+from scheduler_core.domain.addresses import AddressPolicy, ip_literal
 from scheduler_core.domain.errors import InvalidRequest, field_error
-from scheduler_core.domain.target_spec import EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, Target
+from scheduler_core.domain.target_spec import (
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    SnsTarget,
+    SqsTarget,
+    Target,
+)
 
 # A queue URL's path, percent-decoded: /<account>/<queue name>, optionally with a trailing
 # slash. Queue names are 1-80 letters, digits, '-' and '_'; a FIFO queue's ends in .fifo.
@@ -110,6 +122,9 @@ class TargetAccess:
     own_function_prefix: str = ""
     # The ARN patterns the worker may reach, by target type; None: not checked, (): none.
     allowed: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    # The addresses HTTP targets may reach, and whether http:// is allowed besides https://.
+    addresses: AddressPolicy = field(default_factory=AddressPolicy)
+    allow_http: bool = False
     # (account, name) of each own queue.
     _own_queues: frozenset[tuple[str, str]] = field(init=False, repr=False, default=frozenset())
 
@@ -120,7 +135,9 @@ class TargetAccess:
 
     def check(self, target: Target) -> None:
         """Raises a 400 naming the target's field when the worker could not or must not reach it."""
-        if isinstance(target, SqsTarget):
+        if isinstance(target, HttpTarget):
+            self._check_http(target.url)
+        elif isinstance(target, SqsTarget):
             self._check_queue(target.queue_url)
         elif isinstance(target, SnsTarget):
             self._check_allowed("SNS", target.topic_arn)
@@ -128,6 +145,23 @@ class TargetAccess:
             self._check_allowed("EVENTBRIDGE", self._bus_arn(target.event_bus_name))
         elif isinstance(target, LambdaTarget):
             self._check_function(target.function_arn)
+
+    def _check_http(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "https" and not self.allow_http:
+            reason = (
+                "must use https://; this deployment does not allow http:// (CDK context `allow_http_targets`)"
+            )
+            raise InvalidRequest(f"target.url {reason}", [field_error("target.url", reason)])
+        address = ip_literal(parts.hostname or "")
+        refusal = None if address is None else self.addresses.refusal(address)
+        if refusal is not None:
+            reason = (
+                f"host {parts.hostname} is {address}, which {refusal}"
+                if str(address) != parts.hostname
+                else (f"host {address} {refusal}")
+            )
+            raise InvalidRequest(f"target.url {reason}", [field_error("target.url", reason)])
 
     def _check_queue(self, url: str) -> None:
         kind = KINDS["SQS"]
