@@ -191,7 +191,13 @@ def test_the_stack_lookup_reads_every_shared_setting_from_the_outputs(
     cloudformation = boto3.client("cloudformation", region_name="us-east-1")
     found = cli.deployed_settings(cloudformation, STACK)
     # What only the api and the worker read (idempotency, leases, what targets may reach).
-    theirs = {"idempotency_table_name", "run_lease_seconds", "target_private_cidrs", "allow_http_targets"}
+    theirs = {
+        "idempotency_table_name",
+        "run_lease_seconds",
+        "target_private_cidrs",
+        "allow_http_targets",
+        "secrets_key_id",
+    }
     assert found.model_dump(include={*Settings.model_fields} - theirs) == (
         in_process_cloud.settings.model_dump(include={*Settings.model_fields} - theirs)
     )

@@ -93,8 +93,10 @@ def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Set
                 "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
             },
         )["QueueUrl"]
+    secrets_key = clients.kms().create_key(Description="secret headers and webhook signing secrets")
     return Settings.model_validate(
         {
+            "SECRETS_KEY_ID": secrets_key["KeyMetadata"]["Arn"],
             "JOBS_TABLE_NAME": JOBS_TABLE,
             "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
             "QUEUE_URL_HIGH": urls[Priority.HIGH],

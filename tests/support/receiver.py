@@ -20,6 +20,7 @@ class Received:
     headers: dict[str, str]
     body: Any
     received_at: datetime
+    raw: bytes = b""  # the body as sent (a signature covers these bytes)
 
 
 class WebhookReceiver:
@@ -58,6 +59,7 @@ class WebhookReceiver:
                             path=self.path,
                             headers={k.lower(): v for k, v in self.headers.items()},
                             body=json.loads(raw) if raw else None,
+                            raw=raw,
                             received_at=datetime.now(UTC),
                         )
                     )

@@ -10,6 +10,7 @@ from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.adapters.http_client import GuardedHttp
 from scheduler_core.adapters.idempotency import IdempotentCreates
+from scheduler_core.adapters.kms import KmsSecrets
 from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.adapters.targets import TargetDelivery
 from scheduler_core.domain.addresses import AddressPolicy
@@ -23,6 +24,8 @@ from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import Runner, Threads
 from scheduler_core.services.redrive import DeadLetterRedriver
+from scheduler_core.services.secret_headers import open_secret_headers
+from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import Settings, settings_from_env
@@ -114,8 +117,19 @@ def build_job_service(
     targets = build_target_access(settings)
     creates = build_create_once(settings, clients)
     runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
-    workflows = WorkflowService(store, runner, dispatcher, clock, lifecycle, targets, creates)
-    return JobService(store, dispatcher, clock, lifecycle, targets, creates, workflows=workflows)
+    signing = build_signing(settings, clients, clock, store)
+    workflows = WorkflowService(store, runner, dispatcher, clock, lifecycle, targets, creates, signing)
+    return JobService(
+        store,
+        dispatcher,
+        clock,
+        lifecycle,
+        targets,
+        creates,
+        workflows=workflows,
+        secrets=build_secrets(settings, clients),
+        signing=signing,
+    )
 
 
 def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | None:
@@ -124,8 +138,33 @@ def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | N
     return IdempotentCreates(clients, settings.idempotency_table_name, settings.idempotency_expiry_seconds)
 
 
-def build_targets(settings: Settings, clients: AwsClients) -> TargetInvoker:
-    return TargetDelivery(clients, GuardedHttp(address_policy(settings)))
+def build_secrets(settings: Settings, clients: AwsClients) -> KmsSecrets | None:
+    """Where secrets are sealed; None in a deployment without a secrets key (some tests)."""
+    return KmsSecrets(clients, settings.secrets_key_id) if settings.secrets_key_id else None
+
+
+def build_signing(
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+) -> SigningSecrets | None:
+    secrets = build_secrets(settings, clients)
+    if secrets is None:
+        return None
+    return SigningSecrets(store or build_store(settings, clients), secrets, clock)
+
+
+def build_targets(
+    settings: Settings, clients: AwsClients, clock: Clock | None = None, store: DynamoJobStore | None = None
+) -> TargetInvoker:
+    clock = clock or SystemClock()
+    secrets = build_secrets(settings, clients)
+    signing = build_signing(settings, clients, clock, store)
+    return TargetDelivery(
+        clients,
+        GuardedHttp(address_policy(settings)),
+        secret_headers=(lambda job: open_secret_headers(secrets, job)) if secrets else None,
+        signing_secrets=signing.signing if signing else None,
+        clock=clock,
+    )
 
 
 def address_policy(settings: Settings) -> AddressPolicy:
@@ -146,7 +185,7 @@ def build_run_executor(
     workflows = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
     return RunExecutor(
         store,
-        targets or build_targets(settings, clients),
+        targets or build_targets(settings, clients, clock, store),
         clock,
         lease=timedelta(seconds=settings.run_lease_seconds),
         lifecycle=lifecycle,

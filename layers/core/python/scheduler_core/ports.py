@@ -285,6 +285,40 @@ class Watermarks(Protocol):
     def advance_watermark(self, shard: int, bucket_ms: int) -> None: ...
 
 
+class Secrets(Protocol):
+    """Values kept encrypted at rest (KMS): each sealed under an encryption context naming
+    what it belongs to, so a sealed value moved to another tenant, job or header no longer
+    opens."""
+
+    def seal(self, plaintext: str, context: Mapping[str, str]) -> str: ...
+
+    def unseal(self, sealed: str, context: Mapping[str, str]) -> str: ...
+
+
+@dataclass(frozen=True)
+class SealedSigningKeys:
+    """A tenant's webhook signing keys as stored: sealed (`Secrets`), versioned, with what
+    may be shown without opening them."""
+
+    sealed: str
+    version: int
+    created_at: datetime
+    previous_until: datetime | None
+
+
+class SigningKeyRecords(Protocol):
+    """Per tenant, its webhook signing keys (domain/webhooks.py), sealed."""
+
+    def get_signing_keys(self, tenant: str) -> SealedSigningKeys | None: ...
+
+    def put_signing_keys_if_unchanged(
+        self, tenant: str, keys: SealedSigningKeys, expected_version: int | None
+    ) -> bool:
+        """Write `keys` if the tenant's stored version is still `expected_version` (None: the
+        tenant has none yet); False when another write came first."""
+        ...
+
+
 class JobStore(JobRecords, Listing, RunRecords, RunTransitions, RunningSlots, DueIndex, Watermarks, Protocol):
     """Every port of the jobs table: what the composition root builds and hands each service,
     which names only the ports it uses."""

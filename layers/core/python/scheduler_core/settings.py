@@ -74,6 +74,8 @@ class Settings(BaseModel):
     # Networks (CIDR, JSON list) HTTP targets may reach although they are not public: CDK
     # context `target_private_cidrs`. Never link-local (domain/addresses.py).
     target_private_cidrs: tuple[str, ...] = Field((), alias="TARGET_PRIVATE_CIDRS")
+    # The KMS key that seals secret headers and webhook signing secrets (None: neither kept).
+    secrets_key_id: str = Field("", alias="SECRETS_KEY_ID")
     # Whether HTTP targets may use http:// (CDK context `allow_http_targets`); else https only.
     allow_http_targets: bool = Field(False, alias="ALLOW_HTTP_TARGETS")
 

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_kms import KMSClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
@@ -76,6 +77,10 @@ class AwsClients:
 
     def events(self, region: str | None = None) -> EventBridgeClient:
         client: EventBridgeClient = self.client("events", region)
+        return client
+
+    def kms(self) -> KMSClient:
+        client: KMSClient = self.client("kms")
         return client
 
     def lambda_(self, region: str | None = None) -> LambdaClient:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, assert_never
 from urllib.parse import urlsplit
 
@@ -35,6 +36,7 @@ from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.http_client import AddressRefused, GuardedHttp
 from scheduler_core.domain import keys
 from scheduler_core.domain.addresses import AddressPolicy
+from scheduler_core.domain.clock import Clock, SystemClock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.target_spec import (
     EventBridgeTarget,
@@ -45,6 +47,7 @@ from scheduler_core.domain.target_spec import (
     reserved_header_reason,
 )
 from scheduler_core.domain.vocabulary import MAX_OUTPUT_BYTES, RUN_METADATA_KEY, JobKind
+from scheduler_core.domain.webhooks import webhook_headers
 from scheduler_core.observability import logger
 from scheduler_core.ports import Delivery
 
@@ -258,10 +261,23 @@ def http_retryable(status: int) -> bool:
 class TargetDelivery:
     """`TargetInvoker` for every target type."""
 
-    def __init__(self, clients: AwsClients, http: GuardedHttp | None = None) -> None:
-        """`http`: the HTTP client and its address policy (default: public addresses only)."""
+    def __init__(
+        self,
+        clients: AwsClients,
+        http: GuardedHttp | None = None,
+        *,
+        secret_headers: Callable[[Job], dict[str, str]] | None = None,
+        signing_secrets: Callable[[str], list[str]] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """`http`: the HTTP client and its address policy (default: public addresses only);
+        `secret_headers`: a job's secret headers, opened; `signing_secrets`: the secrets that
+        sign a tenant's webhooks now (None, or none for the tenant: unsigned)."""
         self._clients = clients
         self._http = http or GuardedHttp(AddressPolicy())
+        self._secret_headers = secret_headers
+        self._signing_secrets = signing_secrets
+        self._clock = clock or SystemClock()
 
     def begin_invocation(self, context: Any) -> None:
         """Nothing to prepare: each delivery stands alone."""
@@ -300,9 +316,16 @@ class TargetDelivery:
         target = HttpTarget.model_validate(target.model_dump() | {"headers": own})
         parts = urlsplit(target.url)
         where = parts.netloc  # a URL's path and query can hold a token (chat webhooks): never named
-        headers = {"Host": where, "Content-Type": "application/json", "User-Agent": USER_AGENT}
-        headers |= own | scheduler_headers(job, run)
         body = None if target.method == "GET" else json.dumps(job.payload).encode()
+        headers = {"Host": where, "Content-Type": "application/json", "User-Agent": USER_AGENT}
+        try:
+            secret = self._secret_headers(job) if self._secret_headers and job.sealed_headers else {}
+            signing = self._signing_secrets(job.tenant) if self._signing_secrets else []
+        except (ClientError, BotoCoreError) as error:  # KMS or DynamoDB: a throttle passes
+            return aws_failure("opening the job's secrets", error)
+        timestamp = int(self._clock.now().timestamp())
+        headers |= own | secret | scheduler_headers(job, run)
+        headers |= webhook_headers(signing, run.run_id, timestamp, body or b"")
         wanted = (
             MAX_OUTPUT_BYTES + 1 if job.kind is JobKind.TASK else 0
         )  # a plain job's body is not waited for

@@ -55,6 +55,9 @@ class Job(BaseModel):
     running_count: int = 0
     buffered_run_ms: int | None = None
     catch_up_queue_ms: list[int] = Field(default_factory=list)
+    # The values of `target.secret_headers` (which shows each as "***"), sealed one by one
+    # (services/secret_headers.py); opened only by the worker.
+    sealed_headers: dict[str, str] | None = None
     # A workflow's items (docs/concepts/workflows.md): the workflow holds its tasks; each task
     # is a job item too (`TASK`), named `{workflow_id}.{task_id}`, that its runs belong to.
     kind: JobKind = JobKind.JOB
@@ -86,6 +89,7 @@ class Job(BaseModel):
                 "tasks",
                 "workflow_id",
                 "task_id",
+                "sealed_headers",
             },
         )
         paused = self.status is JobStatus.PAUSED

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 JOB_SK = "JOB"
 RUN_SK_PREFIX = "RUN#"
 WATERMARK_SK = "WATERMARK"
+SIGNING_SK = "SIGNING_KEYS"
 _MINUTE_MS = 60_000
 _CANONICAL_MS = re.compile(r"0|[1-9][0-9]*")
 
@@ -24,6 +25,11 @@ def job_pk(job_id: str) -> str:
 def workflows_of(tenant: str) -> str:
     """Where a tenant's workflows are listed in the tenant index (its jobs are under `tenant`)."""
     return f"WORKFLOWS#{tenant}"
+
+
+def signing_pk(tenant: str) -> str:
+    """Where a tenant's webhook signing keys are kept."""
+    return f"SIGNING#{tenant}"
 
 
 def task_job_id(workflow_id: str, task_id: str) -> str:

@@ -8,10 +8,13 @@ import re
 from typing import Annotated, Literal, get_args
 from urllib.parse import quote, unquote, urlsplit
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_serializer, field_validator, model_validator
 
 from scheduler_core.domain.strict import StrictModel
 from scheduler_core.domain.vocabulary import MAX_HEADER_VALUE_LENGTH, MAX_HEADERS, MAX_URL_LENGTH
+
+# What a secret header's value is shown as; in a change, what keeps the value held.
+SECRET_MASK = "***"
 
 # A DNS name or IPv4 address: labels of 1-63 letters, digits, '-' or '_', and an optional
 # final dot. Anything else (a '%' that urllib would unquote, an empty label) breaks delivery.
@@ -25,6 +28,9 @@ _HEADER_OWNERS = {
     "connection": "is set by the HTTP client",
     "host": "is set by the HTTP client from the URL",
     "idempotency-key": "is set by the scheduler (to the run id)",
+    "webhook-id": "is set by the scheduler (signed webhooks: the run id)",
+    "webhook-timestamp": "is set by the scheduler (signed webhooks)",
+    "webhook-signature": "is set by the scheduler (signed webhooks)",
 }
 
 
@@ -98,8 +104,18 @@ def _header_value(value: str) -> str:
     return value
 
 
+def _secret_header_value(value: SecretStr) -> SecretStr:
+    text = value.get_secret_value()
+    if len(text) > MAX_HEADER_VALUE_LENGTH:
+        raise ValueError(f"header value must be at most {MAX_HEADER_VALUE_LENGTH} characters")
+    _header_value(text)
+    return value
+
+
 HeaderName = Annotated[str, AfterValidator(_header_name)]
 HeaderValue = Annotated[str, Field(max_length=MAX_HEADER_VALUE_LENGTH), AfterValidator(_header_value)]
+# Held as SecretStr: its repr is masked, so no log line or error message can show it.
+SecretHeaderValue = Annotated[SecretStr, AfterValidator(_secret_header_value)]
 
 
 class HttpTarget(StrictModel):
@@ -113,14 +129,43 @@ class HttpTarget(StrictModel):
         default_factory=dict,
         max_length=MAX_HEADERS,
         description="Extra request headers. Content-Length, Host, Transfer-Encoding, Connection, "
-        "Idempotency-Key and X-Scheduler-* belong to the scheduler or HTTP and are refused.",
+        "Idempotency-Key, webhook-id, webhook-timestamp, webhook-signature and X-Scheduler-* belong to "
+        "the scheduler or HTTP and are refused.",
     )
-    timeout_seconds: float = Field(10, gt=0, le=60)
+    secret_headers: dict[HeaderName, SecretHeaderValue] = Field(
+        default_factory=dict,
+        max_length=MAX_HEADERS,
+        description="Request headers whose values are secret (an Authorization token): the same rules "
+        'as `headers`, stored encrypted (KMS), shown as "***" in every response and never logged. '
+        'In a change, "***" keeps the value the job holds for that header.',
+    )
+    timeout_seconds: float = Field(
+        10,
+        gt=0,
+        le=60,
+        description="One deadline for the whole call: "
+        "connecting, sending, and the answer's headers (and, for a workflow task, its body).",
+    )
 
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str) -> str:
         return _http_url(value)
+
+    @field_serializer("secret_headers")
+    def _masked(self, values: dict[str, SecretStr]) -> dict[str, str]:
+        """Shown, stored and fingerprinted as "***", whatever is held."""
+        return dict.fromkeys(values, SECRET_MASK)
+
+    @model_validator(mode="after")
+    def _no_header_twice(self) -> HttpTarget:
+        plain = {name.lower() for name in self.headers}
+        both = [name for name in self.secret_headers if name.lower() in plain]
+        if both:
+            raise ValueError(
+                f"header {both[0]} is in both headers and secret_headers; keep it in one of them"
+            )
+        return self
 
 
 _FIFO_IDS = "FIFO (name ending in .fifo): MessageGroupId = the job id, MessageDeduplicationId = the run id."

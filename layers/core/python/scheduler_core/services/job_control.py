@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
@@ -64,16 +64,17 @@ class JobControl:
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,
-        check_request: Callable[[JobCreate], None],
+        admit_request: Callable[[JobCreate, Job], dict[str, Any]],
         first_firing: Callable[[ScheduleSpec, datetime, datetime], datetime],
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._clock = clock
         self._lifecycle = lifecycle
-        # The create path's own checks: the request's (e.g. no own queue as target) and the
+        # The create path's own checks: the request's (e.g. no own queue as target; the job
+        # fields it comes to, such as sealed secret headers, for the job as it is) and the
         # first firing of a schedule (a 422 when it has none).
-        self._check_request = check_request
+        self._admit_request = admit_request
         self._first_firing = first_firing
 
     # --- pause / resume ------------------------------------------------------------------
@@ -303,9 +304,10 @@ class JobControl:
             if changes.get("misfire", MisfirePolicy.CATCH_UP) is not MisfirePolicy.CATCH_UP:
                 current["catch_up_window_seconds"] = None  # leaving CATCH_UP drops its window
             request = JobCreate.model_validate(current | changes)
-            self._check_request(request)
+            admitted = self._admit_request(request, job)
             updated = job.model_copy(
                 update={name: getattr(request, name) for name in JobCreate.model_fields}
+                | admitted
                 | {"version": job.version + 1, "updated_at": now}
             )
             rescheduled = request.schedule != job.schedule

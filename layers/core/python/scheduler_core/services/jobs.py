@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch
@@ -23,13 +24,16 @@ from scheduler_core.domain.errors import (
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.target_access import TargetAccess
+from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import CreateOnce, CursorNotValid, Page
+from scheduler_core.ports import CreateOnce, CursorNotValid, Page, Secrets
 from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.secret_headers import SecretHeaders
+from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflows import WorkflowService
 
 
@@ -59,8 +63,12 @@ class JobService:
         targets: TargetAccess | None = None,
         creates: CreateOnce | None = None,
         workflows: WorkflowService | None = None,
+        secrets: Secrets | None = None,
+        signing: SigningSecrets | None = None,
     ) -> None:
-        """`workflows`: the workflows API (`self.workflows`), when this API serves one."""
+        """`workflows`: the workflows API (`self.workflows`), when this API serves one;
+        `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
+        webhook signing secrets (None: not made)."""
         self._store = store
         # Creates sent with an Idempotency-Key; None: the header is not honoured (some tests).
         self._creates = creates
@@ -70,12 +78,19 @@ class JobService:
         # What the worker may reach: never the scheduler's own queues or functions (a job could
         # forge run messages or API requests), only what its IAM grants allow.
         self._targets = targets or TargetAccess()
-        self._control = JobControl(store, dispatcher, clock, lifecycle, self._check_request, first_firing)
+        self._secret_headers = SecretHeaders(secrets)
+        self._signing = signing
+        self.signing = signing  # the API's signing-secrets routes
+        self._control = JobControl(store, dispatcher, clock, lifecycle, self._admit_request, first_firing)
         self.workflows = workflows
 
-    def _check_request(self, request: JobCreate) -> None:
-        """What a job's fields cannot say alone, for a create and for a patch alike."""
+    def _admit_request(self, request: JobCreate, job: Job) -> dict[str, Any]:
+        """What a job's fields cannot say alone, for a create and for a patch alike (`job`: as
+        it is, or as it is being made); the fields the request comes to beyond its own."""
         self._targets.check(request.target)
+        if isinstance(request.target, HttpTarget) and self._signing is not None:
+            self._signing.ensure(job.tenant)  # every delivery is signed: docs/security.md
+        return self._secret_headers.seal(job.tenant, job.job_id, request.target, job)
 
     def begin_invocation(self, context: object) -> None:
         if self._creates is not None:
@@ -101,11 +116,11 @@ class JobService:
         poller rather than failing the create: the job exists, and a create sent again must
         not make another."""
         now = self._clock.now()
-        self._check_request(request)
+        job_id = job_id or uuid.uuid4().hex
         schedule = request.schedule
         first = first_firing(schedule, now, now)
         job = Job(
-            job_id=job_id or uuid.uuid4().hex,
+            job_id=job_id,
             tenant=tenant,
             name=request.name,
             status=JobStatus.SCHEDULED,
@@ -122,6 +137,7 @@ class JobService:
             updated_at=now,
             version=1,
         )
+        job = job.model_copy(update=self._admit_request(request, job))
         if not self._store.put_job_if_absent(job):
             if job_id is None:
                 raise RuntimeError(f"job id {job.job_id} clashed with an existing job")

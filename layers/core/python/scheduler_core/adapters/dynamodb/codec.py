@@ -111,6 +111,7 @@ class ItemCodec:
                         "tasks",
                         "workflow_id",
                         "task_id",
+                        "sealed_headers",
                     },
                     # Absent is None (each such field's default): every byte of the item is
                     # paid for on each write of it, the runs' its item keeps included.

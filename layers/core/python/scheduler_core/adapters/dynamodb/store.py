@@ -13,6 +13,7 @@ from scheduler_core.adapters.dynamodb.due import DueIndexTable
 from scheduler_core.adapters.dynamodb.jobs import JobRecordsTable
 from scheduler_core.adapters.dynamodb.listing import ListingTable
 from scheduler_core.adapters.dynamodb.runs import RunsTable
+from scheduler_core.adapters.dynamodb.signing import SigningKeysTable
 from scheduler_core.adapters.dynamodb.slots import SlotsTable
 from scheduler_core.adapters.dynamodb.timers import RunTimersTable
 from scheduler_core.adapters.dynamodb.watermarks import WatermarksTable
@@ -28,5 +29,6 @@ class DynamoJobStore(
     RunTimersTable,
     SlotsTable,
     WorkflowRunsTable,
+    SigningKeysTable,
 ):
     """`JobStore` on one DynamoDB table."""
