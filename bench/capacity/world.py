@@ -312,7 +312,7 @@ class World:
             self.sim.sleep(TARGET_CALL_SECONDS)
             return Answer(200, {}, b"")
 
-        GuardedHttp.send = send  # type: ignore[method-assign]
+        GuardedHttp.send = send  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:
