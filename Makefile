@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# checkov (scans the synthesized template in `make test`) in a venv of its own: its pins
+# would move boto3 and botocore in .venv. tests/infra/test_checkov.py runs it from here.
+CHECKOV_VENV  := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 DEPS_LAYER := layers/deps/python/.built
 PYTEST_ARGS ?=
 # `make test` runs pytest on this many xdist workers; the local cloud's tests (e2e) and the
@@ -15,13 +19,19 @@ PYTEST_WORKERS ?= 3
 
 .PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean docs docs-serve
 
-install: $(STAMP) $(DEPS_LAYER)
+install: $(STAMP) $(DEPS_LAYER) $(CHECKOV_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(CHECKOV_STAMP):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet 'checkov>=3.3,<4'
+	touch $(CHECKOV_STAMP)
 
 # Third-party packages for Lambda, built for the Lambda platform without Docker.
 $(DEPS_LAYER): layers/deps/requirements.txt infra/config.py infra/build_deps_layer.py | $(STAMP)

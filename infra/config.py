@@ -59,6 +59,8 @@ class QueueCapacity:
 CLAIMS_PER_SLOT_MINUTE = 1_375
 RUNS_PER_SHARD_KEY_MINUTE = 30_000
 TABLE_CAPACITY_MODES = ("ON_DEMAND", "PROVISIONED")
+# Lambda's default concurrency quota per account and region; reserving more needs a raised quota.
+MAX_RESERVED_CONCURRENCY = 1_000
 # The most provisioned units a bound may name. DynamoDB's default quota is 40,000 per table
 # (and per index); a deployer asks AWS to raise it before setting a bound above that.
 MAX_PROVISIONED_UNITS = 1_000_000
@@ -144,6 +146,15 @@ class SchedulerConfig:
     # The runs a minute the deployment is sized for (None: not declared); `shards` must be at
     # least `shards_needed` for it.
     target_runs_per_minute: int | None = None
+    # Tables, queues, log groups and the functions' environment under keys of the stack's own
+    # (rotated yearly, in this account); False: AWS's keys (no KMS charges).
+    customer_managed_keys: bool = True
+    # Concurrency set aside for the poller alone, so that no flood of API calls or worker
+    # batches starves the polls of the account's concurrency.
+    poller_reserved_concurrency: int = 8
+    # The API stage's throttle: requests a second, steady, and the most at once (a token bucket).
+    api_throttle_rate: int = 500
+    api_throttle_burst: int = 1000
 
     def __post_init__(self) -> None:
         _check_range("shards", self.shards, 1, 1000)
@@ -171,6 +182,19 @@ class SchedulerConfig:
                     f"set shards to {needed} or more (raise it only: lowering it strands the jobs of the "
                     "shards above the new count)"
                 )
+        _check_range(
+            "poller_reserved_concurrency", self.poller_reserved_concurrency, 1, MAX_RESERVED_CONCURRENCY
+        )
+        # Every shard is polled at the same moment each minute: fewer would throttle polls.
+        if self.poller_reserved_concurrency < self.shards:
+            raise ConfigError(
+                f"context poller_reserved_concurrency {self.poller_reserved_concurrency} is below shards "
+                f"{self.shards}: each minute polls every shard at once (twice shards leaves room for a "
+                "retried or slow poll)"
+            )
+        # API Gateway's default account quotas: 10,000 requests a second, a burst of 5,000.
+        _check_range("api_throttle_rate", self.api_throttle_rate, 1, 10_000)
+        _check_range("api_throttle_burst", self.api_throttle_burst, 1, 5_000)
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"context log_level must be one of {LOG_LEVELS}, got {self.log_level!r}")
         if set(self.queue_capacity) != set(PRIORITIES):
@@ -238,6 +262,10 @@ class SchedulerConfig:
             claim_parallelism=required_int("claim_parallelism"),
             table_capacity=_table_capacity(required("table_capacity")),
             target_runs_per_minute=_optional_int(node, "target_runs_per_minute"),
+            customer_managed_keys=_bool(required("customer_managed_keys"), "customer_managed_keys"),
+            poller_reserved_concurrency=required_int("poller_reserved_concurrency"),
+            api_throttle_rate=required_int("api_throttle_rate"),
+            api_throttle_burst=required_int("api_throttle_burst"),
         )
 
 
@@ -285,6 +313,15 @@ def _queue_capacity(value: Any) -> dict[str, QueueCapacity]:
         raise ConfigError(
             'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n}'
         ) from error
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    # `cdk -c key=false` passes the string "false".
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"context {key} must be true or false, got {value!r}")
 
 
 def _optional_int(node: Node, key: str) -> int | None:

@@ -10,8 +10,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.compliance import skip_checkov_check
 from infra.config import FUNCTIONS_DIR, ConfigError, SchedulerConfig
 from infra.job_store import JobStore
+from infra.keys import StackKeys
 from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_runtime
 from infra.queues import SchedulerQueues
 
@@ -19,6 +21,16 @@ METRICS_NAMESPACE = "ServerlessScheduler"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 # Lambda's limit on a function name.
 MAX_FUNCTION_NAME = 64
+# checkov's checks of a function and its log group that the stack answers here.
+LOG_GROUP_CMK_CHECK = "CKV_AWS_158"
+ENVIRONMENT_CMK_CHECK = "CKV_AWS_173"
+IN_VPC_CHECK = "CKV_AWS_117"
+DEAD_LETTER_QUEUE_CHECK = "CKV_AWS_116"
+RESERVED_CONCURRENCY_CHECK = "CKV_AWS_115"
+NOT_IN_A_VPC = (
+    "It calls only AWS APIs (IAM-authorized over TLS) and public HTTP targets, with no private "
+    "resource to reach; a VPC would add NAT gateways and endpoints and protect nothing more."
+)
 
 
 def function_name_prefix(scope: Construct) -> str:
@@ -51,6 +63,11 @@ class SchedulerFunction(Construct):
 
     Its role starts with nothing but writing to its own log group; each concern adds the
     statements its function needs. No managed policy, no role shared between functions.
+    With customer managed keys its log group and environment are encrypted under them, and
+    it may use the data key as DynamoDB and SQS do for it: every function of the stack reads
+    and writes the jobs table and sends run messages (`shared_environment`).
+    `reserved_concurrency`: set aside for it alone (and its most at once); None: the account's
+    unreserved pool.
     """
 
     def __init__(
@@ -64,7 +81,9 @@ class SchedulerFunction(Construct):
         environment: Mapping[str, str],
         log_level: str,
         timeout: Duration,
+        keys: StackKeys,
         memory_size: int = 512,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         function_name = f"{function_name_prefix(self)}{name}"
@@ -74,7 +93,7 @@ class SchedulerFunction(Construct):
                 "give the stack a shorter name"
             )
         # An explicit log group sets retention without CDK's log-retention custom resource.
-        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
+        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION, encryption_key=keys.logs)
         self.role = iam.Role(
             self,
             "Role",
@@ -103,7 +122,10 @@ class SchedulerFunction(Construct):
             log_group=self.log_group,
             timeout=timeout,
             memory_size=memory_size,
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
+            # Names, URLs and numbers only, never a secret; under the data key all the same.
+            environment_encryption=keys.data,
             environment={
                 **environment,
                 "POWERTOOLS_SERVICE_NAME": f"scheduler-{name}",
@@ -120,6 +142,13 @@ class SchedulerFunction(Construct):
                 ),
             )
         )
+        if keys.data is not None:
+            # Decrypt: DynamoDB reading the tables' key, SQS receiving; GenerateDataKey: SQS
+            # sending. (Lambda decrypts the environment through a grant of its own.)
+            self.allow(["kms:Decrypt", "kms:GenerateDataKey"], [keys.data.key_arn])
+        keys.skip_if_aws_keys(self.log_group, LOG_GROUP_CMK_CHECK)
+        keys.skip_if_aws_keys(self.function, ENVIRONMENT_CMK_CHECK)
+        skip_checkov_check(self.function, IN_VPC_CHECK, NOT_IN_A_VPC)
 
     def allow(self, actions: Sequence[str], resources: Sequence[str]) -> None:
         """Add one statement to this function's role."""

@@ -9,6 +9,10 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from infra.config import TableCapacity
+from infra.keys import StackKeys
+
+# checkov: "Ensure DynamoDB Tables are encrypted using a KMS Customer Managed CMK".
+CMK_CHECK = "CKV_AWS_119"
 
 DUE_INDEX = "due"
 TENANT_INDEX = "by_tenant"
@@ -23,15 +27,19 @@ _PITR = dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled
 
 class JobStore(Construct):
     """Both tables with point-in-time recovery, billed as context `table_capacity` says: on
-    demand, or provisioned with auto scaling (`infra.config.TableCapacity`).
+    demand, or provisioned with auto scaling (`infra.config.TableCapacity`); encrypted under
+    the stack's data key if it has one (`infra.keys.StackKeys`).
 
     `dynamodb.Table`, not `TableV2`: the template also deploys into moto's CloudFormation,
     which has no AWS::DynamoDB::GlobalTable.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, capacity: TableCapacity) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, capacity: TableCapacity, keys: StackKeys
+    ) -> None:
         super().__init__(scope, construct_id)
         self._capacity = capacity
+        self._keys = keys
         string, number = dynamodb.AttributeType.STRING, dynamodb.AttributeType.NUMBER
         self.jobs_table = dynamodb.Table(
             self,
@@ -40,6 +48,7 @@ class JobStore(Construct):
             sort_key=_key("sk", string),
             **self._billing(),
             **self._warm(),
+            **self._encryption(),
             point_in_time_recovery_specification=_PITR,
             # Run items carry `expires_at` so run history ages out after RUN_RETENTION_DAYS.
             time_to_live_attribute="expires_at",
@@ -74,6 +83,7 @@ class JobStore(Construct):
             "Idempotency",
             partition_key=_key("id", string),
             **self._billing(),
+            **self._encryption(),
             point_in_time_recovery_specification=_PITR,
             time_to_live_attribute="expiration",
             # Short-lived records (a day) that only deduplicate creates sent again.
@@ -82,6 +92,14 @@ class JobStore(Construct):
         if capacity.provisioned:
             self._scale(self.jobs_table, indexes=(DUE_INDEX, TENANT_INDEX))
             self._scale(self.idempotency_table, indexes=())
+        for table in (self.jobs_table, self.idempotency_table):
+            keys.skip_if_aws_keys(table, CMK_CHECK)
+
+    def _encryption(self) -> dict[str, Any]:
+        """A table's encryption: the stack's data key, else DynamoDB's own key (the default)."""
+        if self._keys.data is None:
+            return {}
+        return {"encryption": dynamodb.TableEncryption.CUSTOMER_MANAGED, "encryption_key": self._keys.data}
 
     def _units(self) -> dict[str, Any]:
         """A provisioned table's or index's least units (none on demand)."""

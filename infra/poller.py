@@ -7,9 +7,11 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
+from infra.compliance import skip_checkov_check
 from infra.config import SchedulerConfig
-from infra.function import SchedulerFunction, shared_environment
+from infra.function import DEAD_LETTER_QUEUE_CHECK, SchedulerFunction, shared_environment
 from infra.job_store import DUE_INDEX, JobStore
+from infra.keys import StackKeys
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
 
@@ -18,7 +20,11 @@ TARGETS_PER_RULE = 5
 
 
 class Poller(Construct):
-    """The poller function and ceil(shards / 5) `rate(1 minute)` rules, one target per shard."""
+    """The poller function and ceil(shards / 5) `rate(1 minute)` rules, one target per shard.
+
+    Its reserved concurrency (context `poller_reserved_concurrency`, at least `shards`) keeps
+    a flood of API calls or worker batches from taking the concurrency the polls need.
+    """
 
     def __init__(
         self,
@@ -29,6 +35,7 @@ class Poller(Construct):
         layers: SharedLayers,
         store: JobStore,
         queues: SchedulerQueues,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = SchedulerFunction(
@@ -40,6 +47,8 @@ class Poller(Construct):
             log_level=config.log_level,
             # A poll must end before the next minute's poll of the same shard starts.
             timeout=Duration.seconds(60),
+            keys=keys,
+            reserved_concurrency=config.poller_reserved_concurrency,
             environment={
                 **shared_environment(config, store, queues),
                 "CLAIM_PARALLELISM": str(config.claim_parallelism),
@@ -61,6 +70,13 @@ class Poller(Construct):
                 *(queue.queue_arn for queue in queues.priority_queues),
                 queues.dead_letter_queue.queue_arn,
             ],
+        )
+
+        skip_checkov_check(
+            self.function.function,
+            DEAD_LETTER_QUEUE_CHECK,
+            "A failed poll leaves its runs in the due index for the next minute's poll of the shard; "
+            "a dead-lettered {shard} event would hold nothing to redrive (PollerErrors alarms on it).",
         )
 
         shards = list(range(config.shards))

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import PRIORITIES
+from infra.keys import StackKeys
 
 # SQS's maximum: a backlog that outlives a long outage is still delivered, not expired.
 RETENTION = Duration.days(14)
+# checkov: "Ensure all data stored in the SQS queue is encrypted" (with a KMS key).
+CMK_CHECK = "CKV_AWS_27"
 
 
 class SchedulerQueues(Construct):
-    """`by_priority["HIGH" | "NORMAL" | "LOW"]` and `dead_letter_queue`, all SSE and TLS-only."""
+    """`by_priority["HIGH" | "NORMAL" | "LOW"]` and `dead_letter_queue`, all TLS-only and
+    encrypted at rest: under the stack's data key if it has one, else SQS's own (SSE-SQS)."""
 
     def __init__(
         self,
@@ -22,12 +28,18 @@ class SchedulerQueues(Construct):
         *,
         visibility_timeout_seconds: int,
         max_receive_count: int,
+        keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
+        encryption: dict[str, Any] = (
+            {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": keys.data}
+            if keys.data is not None
+            else {"encryption": sqs.QueueEncryption.SQS_MANAGED}
+        )
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetter",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            **encryption,
             enforce_ssl=True,
             retention_period=RETENTION,
         )
@@ -35,7 +47,7 @@ class SchedulerQueues(Construct):
             priority: sqs.Queue(
                 self,
                 priority.title(),
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                **encryption,
                 enforce_ssl=True,
                 retention_period=RETENTION,
                 visibility_timeout=Duration.seconds(visibility_timeout_seconds),
@@ -46,6 +58,8 @@ class SchedulerQueues(Construct):
             )
             for priority in PRIORITIES
         }
+        for queue in (self.dead_letter_queue, *self.by_priority.values()):
+            keys.skip_if_aws_keys(queue, CMK_CHECK)
 
     @property
     def priority_queues(self) -> list[sqs.Queue]:

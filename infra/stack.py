@@ -11,6 +11,7 @@ from infra.api import Api
 from infra.config import SchedulerConfig, output_key
 from infra.function import shared_environment
 from infra.job_store import JobStore
+from infra.keys import StackKeys
 from infra.layers import SharedLayers
 from infra.observability import Alarms
 from infra.poller import Poller
@@ -26,21 +27,43 @@ class SchedulerStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
-        self.store = JobStore(self, "JobStore", capacity=config.table_capacity)
+        self.keys = StackKeys(self, "Keys", customer_managed=config.customer_managed_keys)
+        self.store = JobStore(self, "JobStore", capacity=config.table_capacity, keys=self.keys)
         self.queues = SchedulerQueues(
             self,
             "Queues",
             visibility_timeout_seconds=config.visibility_timeout_seconds,
             max_receive_count=config.max_receive_count,
+            keys=self.keys,
         )
         self.layers = SharedLayers(self, "Layers")
         self.poller = Poller(
-            self, "Poller", config=config, layers=self.layers, store=self.store, queues=self.queues
+            self,
+            "Poller",
+            config=config,
+            layers=self.layers,
+            store=self.store,
+            queues=self.queues,
+            keys=self.keys,
         )
         self.workers = Workers(
-            self, "Workers", config=config, layers=self.layers, store=self.store, queues=self.queues
+            self,
+            "Workers",
+            config=config,
+            layers=self.layers,
+            store=self.store,
+            queues=self.queues,
+            keys=self.keys,
         )
-        self.api = Api(self, "Api", config=config, layers=self.layers, store=self.store, queues=self.queues)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            layers=self.layers,
+            store=self.store,
+            queues=self.queues,
+            keys=self.keys,
+        )
         Alarms(
             self,
             "Alarms",

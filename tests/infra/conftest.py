@@ -78,7 +78,8 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
 
 # Target grants narrowed: no queues and no event buses (those grants are left out), one topic,
 # and a deployer's wildcard pattern of functions; a non-default timer, to see context
-# settings reach the functions; and the tables on provisioned capacity, pre-warmed.
+# settings reach the functions; the tables on provisioned capacity, pre-warmed; AWS's own
+# keys instead of the stack's; other poller concurrency and API throttling.
 NARROWED_TOPIC = "arn:aws:sns:eu-west-1:111122223333:alerts"
 NARROWED_FUNCTIONS = "arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"
 NARROWED_CONTEXT: dict[str, Any] = {
@@ -95,6 +96,10 @@ NARROWED_CONTEXT: dict[str, Any] = {
         "target_utilization_percent": 70,
         "warm": {"read": 15_000, "write": 20_000},
     },
+    "customer_managed_keys": False,
+    "poller_reserved_concurrency": 4,
+    "api_throttle_rate": 50,
+    "api_throttle_burst": 80,
 }
 
 

@@ -102,7 +102,9 @@ def test_stage_writes_json_access_logs_to_its_log_group(synthesis: Synthesis) ->
     assert {"requestId", "ip", "caller", "user", "httpMethod", "resourcePath", "status"} <= set(fields)
 
 
-def test_stage_logs_errors_and_metrics_but_never_bodies(synthesis: Synthesis) -> None:
+def test_stage_logs_errors_and_metrics_but_never_bodies_and_throttles_every_method(
+    synthesis: Synthesis,
+) -> None:
     stage = _stage(synthesis)
     assert stage["TracingEnabled"] is True
     assert stage["MethodSettings"] == [
@@ -112,8 +114,15 @@ def test_stage_logs_errors_and_metrics_but_never_bodies(synthesis: Synthesis) ->
             "LoggingLevel": "ERROR",
             "MetricsEnabled": True,
             "DataTraceEnabled": False,
+            "ThrottlingRateLimit": 500,
+            "ThrottlingBurstLimit": 1000,
         }
     ]
+
+
+def test_the_stage_throttle_comes_from_the_context(narrowed: Synthesis) -> None:
+    (settings,) = _stage(narrowed)["MethodSettings"]
+    assert (settings["ThrottlingRateLimit"], settings["ThrottlingBurstLimit"]) == (50, 80)
 
 
 def test_api_url_output_points_at_the_stage(synthesis: Synthesis) -> None:

@@ -44,6 +44,9 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.table_capacity.mode == "ON_DEMAND"
     assert config.target_runs_per_minute is None
     assert not config.table_capacity.provisioned
+    assert config.customer_managed_keys is True
+    assert config.poller_reserved_concurrency == 8
+    assert (config.api_throttle_rate, config.api_throttle_burst) == (500, 1000)
 
 
 def test_cli_style_string_overrides_are_parsed() -> None:
@@ -103,6 +106,16 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"table_capacity": _capacity(warm={"write": 3_999})},
         {"table_capacity": _capacity(warm={"read": 11_999})},
         {"table_capacity": _capacity(warm={"write": "lots"})},
+        {"customer_managed_keys": "maybe"},
+        {"customer_managed_keys": 1},
+        {"poller_reserved_concurrency": 0},
+        {"poller_reserved_concurrency": 1001},
+        {"poller_reserved_concurrency": 3},
+        {"poller_reserved_concurrency": 8, "shards": 9},
+        {"api_throttle_rate": 0},
+        {"api_throttle_rate": 10_001},
+        {"api_throttle_burst": 0},
+        {"api_throttle_burst": 5_001},
     ],
 )
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:
@@ -171,3 +184,17 @@ def test_deps_layer_is_built_from_wheels_for_the_functions_python() -> None:
     assert command[command.index("--python-version") + 1] == LAMBDA_PYTHON_VERSION
     assert command[command.index("--platform") + 1] == "manylinux2014_x86_64"
     assert "--only-binary=:all:" in command
+
+
+def test_the_keys_switch_reads_cli_strings() -> None:
+    """`cdk deploy -c customer_managed_keys=false` passes the string "false"."""
+    assert _config(customer_managed_keys="false").customer_managed_keys is False
+    assert _config(customer_managed_keys="True").customer_managed_keys is True
+    assert _config(customer_managed_keys=False).customer_managed_keys is False
+
+
+def test_the_poller_reserves_at_least_one_concurrent_poll_per_shard() -> None:
+    assert _config(shards=12, poller_reserved_concurrency="24").poller_reserved_concurrency == 24
+    assert _config(shards=12, poller_reserved_concurrency=12).poller_reserved_concurrency == 12
+    with pytest.raises(ConfigError, match="poller_reserved_concurrency 8 is below shards 12"):
+        _config(shards=12)

@@ -8,6 +8,7 @@ from aws_cdk import aws_lambda as lambda_
 
 from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, ConfigError, output_variable
 from infra.function import SchedulerFunction
+from infra.keys import StackKeys
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
@@ -185,9 +186,11 @@ def test_a_stack_name_that_makes_a_function_name_too_long_is_refused() -> None:
             environment={},
             log_level="INFO",
             timeout=Duration.seconds(1),
+            keys=StackKeys(stack, "Keys", customer_managed=False),
         )
+    fits = Stack(App(), "S" * 57)
     SchedulerFunction(
-        Stack(App(), "S" * 57),
+        fits,
         "Worker",
         name="worker",
         description="just fits",
@@ -195,6 +198,7 @@ def test_a_stack_name_that_makes_a_function_name_too_long_is_refused() -> None:
         environment={},
         log_level="INFO",
         timeout=Duration.seconds(1),
+        keys=StackKeys(fits, "Keys", customer_managed=False),
     )
 
 

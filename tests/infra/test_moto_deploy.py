@@ -138,3 +138,31 @@ def _skipped(caught: list[warnings.WarningMessage]) -> set[str]:
         for warning in caught
         if (match := re.search(r"Tried to parse (\S+) but it's not supported", str(warning.message)))
     }
+
+
+def test_the_customer_managed_keys_deploy_and_encrypt_the_queues(synthesis: Synthesis) -> None:
+    """moto's CloudFormation creates both keys, rotation on, and hands the data key to the
+    queues (the local cloud runs this very deployment). It takes the tables' key too, but
+    describes a table's encryption only when created through the API."""
+    with mock_aws():
+        _create_stack(synthesis)
+        settings = deployed_settings(
+            boto3.client("cloudformation", region_name="us-east-1"), "ServerlessScheduler"
+        )
+        kms = boto3.client("kms", region_name="us-east-1")
+        keys = {
+            key["KeyArn"]: kms.get_key_rotation_status(KeyId=key["KeyId"])["KeyRotationEnabled"]
+            for key in kms.list_keys()["Keys"]
+        }
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue_keys = {
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"][
+                "KmsMasterKeyId"
+            ]
+            for url in (settings.dlq_url, *(settings.queue_url(priority) for priority in Priority))
+        }
+
+    assert len(keys) == 2
+    assert all(keys.values())
+    (data_key,) = queue_keys
+    assert data_key in keys

@@ -72,3 +72,15 @@ def test_eventbridge_may_invoke_the_poller(synthesis: Synthesis) -> None:
     assert all(
         p["FunctionName"] == {"Fn::GetAtt": [synthesis.function_ids["poller"], "Arn"]} for p in permissions
     )
+
+
+def test_the_poller_has_concurrency_of_its_own_from_the_context(
+    synthesis: Synthesis, narrowed: Synthesis
+) -> None:
+    """Reserved for it alone: a flood of API calls or worker batches cannot take the polls'
+    concurrency. At least one per shard (the config refuses fewer); the others reserve none."""
+    for stack, expected in ((synthesis, 8), (narrowed, 4)):
+        assert stack.function("poller")["Properties"]["ReservedConcurrentExecutions"] == expected
+        assert expected >= stack.config.shards
+        for name in ("api", "worker"):
+            assert "ReservedConcurrentExecutions" not in stack.function(name)["Properties"], name
