@@ -23,7 +23,7 @@ from infra.job_store import TENANT_INDEX, JobStore
 from infra.keys import StackKeys
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
-from infra.targets import target_check_environment
+from infra.targets import target_check_environment, target_reach_environment
 
 STAGE_NAME = "prod"
 # checkov: "Ensure API Gateway caching is enabled".
@@ -64,6 +64,8 @@ class Api(Construct):
             environment={
                 **shared_environment(config, store, queues),
                 **target_check_environment(self, config),
+                **target_reach_environment(config),
+                "SECRETS_KEY_ID": keys.secrets.key_arn,
                 # A create sent again with the same Idempotency-Key returns the first one's job.
                 "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
             },
@@ -94,6 +96,9 @@ class Api(Construct):
             actions=["sqs:SendMessage"],
             resources=[queue.queue_arn for queue in queues.priority_queues],
         )
+        # Seals secret headers and tenants' signing secrets; never opens one (docs/security.md).
+        # It opens a tenant's signing secrets to rotate them (the previous one signs on).
+        self.function.allow(actions=["kms:Encrypt", "kms:Decrypt"], resources=[keys.secrets.key_arn])
 
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=LOG_RETENTION, encryption_key=keys.logs

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scheduler_core.domain.addresses import AddressPolicy
+
 if TYPE_CHECKING:
     from constructs import Node
 
@@ -155,8 +157,16 @@ class SchedulerConfig:
     # The API stage's throttle: requests a second, steady, and the most at once (a token bucket).
     api_throttle_rate: int = 500
     api_throttle_burst: int = 1000
+    # Networks HTTP targets may reach although they are not public (docs/security.md); never
+    # link-local. And whether http:// targets are allowed besides https://.
+    target_private_cidrs: tuple[str, ...] = ()
+    allow_http_targets: bool = False
 
     def __post_init__(self) -> None:
+        try:
+            AddressPolicy(self.target_private_cidrs)
+        except ValueError as error:
+            raise ConfigError(f"context target_private_cidrs: {error}") from error
         _check_range("shards", self.shards, 1, 1000)
         # Within the poller's AWS client connection pool (scheduler_core.adapters.aws, 32).
         _check_range("claim_parallelism", self.claim_parallelism, 1, 32)
@@ -266,6 +276,8 @@ class SchedulerConfig:
             poller_reserved_concurrency=required_int("poller_reserved_concurrency"),
             api_throttle_rate=required_int("api_throttle_rate"),
             api_throttle_burst=required_int("api_throttle_burst"),
+            target_private_cidrs=_cidr_list(required("target_private_cidrs")),
+            allow_http_targets=_bool(required("allow_http_targets"), "allow_http_targets"),
         )
 
 
@@ -371,6 +383,15 @@ def _optional_units(capacity: Mapping[str, Any], kind: str) -> int | None:
     """`warm.<kind>` of a table_capacity, if given."""
     value = (capacity.get("warm") or {}).get(kind)
     return None if value is None else int(value)
+
+
+def _cidr_list(value: Any) -> tuple[str, ...]:
+    cidrs = _json_value("target_private_cidrs", value)
+    if not isinstance(cidrs, list) or not all(isinstance(cidr, str) for cidr in cidrs):
+        raise ConfigError(
+            f'context target_private_cidrs must be a list of CIDRs such as ["10.0.0.0/16"], got {value!r}'
+        )
+    return tuple(cidrs)
 
 
 def _arn_list(node: Node, key: str) -> tuple[str, ...] | None:

@@ -16,15 +16,25 @@ AWS_KEYS_REASON = (
 
 class StackKeys(Construct):
     """`data` encrypts the tables, the queues and the functions' environment; `logs` the log
-    groups, and lets CloudWatch Logs use it for this account's log groups only. Both rotate
-    yearly and outlive the stack, as the retained jobs table and log groups do.
+    groups, and lets CloudWatch Logs use it for this account's log groups only; `secrets`
+    seals secret headers and webhook signing secrets (docs/security.md). All rotate yearly
+    and outlive the stack, as the retained jobs table and log groups do.
 
-    Both are None when context `customer_managed_keys` is false: AWS's own keys then encrypt
+    `data` and `logs` are None when context `customer_managed_keys` is false: AWS's own keys then encrypt
     everything at rest, as they do by default (no KMS charges, no key to administer).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, customer_managed: bool) -> None:
         super().__init__(scope, construct_id)
+        # Whatever the switch: a tenant's secrets are sealed under a key of the stack's own,
+        # which only the api (Encrypt) and the worker (Decrypt) may use.
+        self.secrets = kms.Key(
+            self,
+            "Secrets",
+            description="serverless-scheduler: secret headers and webhook signing secrets",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
         self.data: kms.Key | None = None
         self.logs: kms.Key | None = None
         if not customer_managed:

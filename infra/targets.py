@@ -4,6 +4,7 @@ outside them at create and change (`scheduler_core.domain.target_access`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from aws_cdk import ArnFormat, Stack
@@ -64,4 +65,13 @@ def target_check_environment(scope: Construct, config: SchedulerConfig) -> dict[
         "STACK_ACCOUNT_ID": stack.account,
         "FUNCTION_NAME_PREFIX": function_name_prefix(scope),
         **{grant.variable: stack.to_json_string(grant.patterns(scope, config)) for grant in TARGET_GRANTS},
+    }
+
+
+def target_reach_environment(config: SchedulerConfig) -> dict[str, str]:
+    """What the api's target check and the worker's HTTP client read of what HTTP targets
+    may reach (docs/security.md)."""
+    return {
+        "TARGET_PRIVATE_CIDRS": json.dumps(list(config.target_private_cidrs)),
+        "ALLOW_HTTP_TARGETS": "true" if config.allow_http_targets else "false",
     }

@@ -20,7 +20,7 @@ from infra.job_store import JobStore
 from infra.keys import StackKeys
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
-from infra.targets import TARGET_GRANTS, TargetGrant
+from infra.targets import TARGET_GRANTS, TargetGrant, target_reach_environment
 
 
 class Workers(Construct):
@@ -57,6 +57,9 @@ class Workers(Construct):
                 **shared_environment(config, store, queues),
                 # A started run belongs to its worker as long as its message stays invisible.
                 "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
+                # What HTTP targets may reach; the key that opens secret headers and signing secrets.
+                **target_reach_environment(config),
+                "SECRETS_KEY_ID": keys.secrets.key_arn,
             },
         )
         # Reads a job and its run together (BatchGetItem), moves runs with conditional updates
@@ -67,6 +70,8 @@ class Workers(Construct):
             actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"],
             resources=[store.jobs_table.table_arn],
         )
+        # Opens a job's secret headers and its tenant's signing secrets, at call time.
+        self.function.allow(actions=["kms:Decrypt"], resources=[keys.secrets.key_arn])
         # Retries go back to the priority queues; a run whose attempts are spent is recorded on
         # the DLQ. (Receiving, deleting and heartbeats come with the event source mappings.)
         self.function.allow(

@@ -28,9 +28,16 @@ from infra.local.deployment import (
 from infra.local.event_sources import SqsEventSource, event_sources
 from infra.local.functions import FunctionHost
 from infra.local.schedules import ScheduleDriver, scheduled_targets
+from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 
 STACK_NAME = "ServerlessScheduler"
 DEFAULT_CALLER = "arn:aws:iam::123456789012:user/local"
+# What the local cloud's stack differs in from a deployment's (docs/security.md): its webhook
+# receivers listen on loopback, over plain HTTP. Never link-local: the guard refuses that.
+LOCAL_CONTEXT: dict[str, Any] = {
+    "target_private_cidrs": list(LOCAL_CLOUD_NETWORKS),
+    "allow_http_targets": True,
+}
 
 
 @dataclass
@@ -73,7 +80,7 @@ class LocalCloud:
     def start(self) -> LocalCloud:
         options = self.options
         try:
-            synthesize(options.assembly_dir, options.stack_name, options.context)
+            synthesize(options.assembly_dir, options.stack_name, LOCAL_CONTEXT | options.context)
             self._moto = MotoServer(options.host, options.moto_port or free_port(options.host))
             self.aws = LocalAws(self._moto.url)
             self.deployment = deploy(self.aws, options.assembly_dir, options.stack_name)

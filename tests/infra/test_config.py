@@ -47,6 +47,8 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.customer_managed_keys is True
     assert config.poller_reserved_concurrency == 8
     assert (config.api_throttle_rate, config.api_throttle_burst) == (500, 1000)
+    assert config.target_private_cidrs == ()
+    assert config.allow_http_targets is False
 
 
 def test_cli_style_string_overrides_are_parsed() -> None:
@@ -198,3 +200,16 @@ def test_the_poller_reserves_at_least_one_concurrent_poll_per_shard() -> None:
     assert _config(shards=12, poller_reserved_concurrency=12).poller_reserved_concurrency == 12
     with pytest.raises(ConfigError, match="poller_reserved_concurrency 8 is below shards 12"):
         _config(shards=12)
+
+
+def test_private_target_networks_are_cidrs_and_never_link_local() -> None:
+    assert _config(target_private_cidrs='["10.1.0.0/16"]').target_private_cidrs == ("10.1.0.0/16",)
+    assert _config(allow_http_targets="true").allow_http_targets is True
+    with pytest.raises(ConfigError, match="link-local"):
+        _config(target_private_cidrs=["169.254.0.0/16"])
+    with pytest.raises(ConfigError, match="link-local"):
+        _config(target_private_cidrs=["0.0.0.0/0"])  # everything: link-local too
+    with pytest.raises(ConfigError, match="target_private_cidrs"):
+        _config(target_private_cidrs=["ten/8"])
+    with pytest.raises(ConfigError, match="list of CIDRs"):
+        _config(target_private_cidrs='"10.0.0.0/8"')

@@ -3,7 +3,6 @@ on by default) or, switched off, AWS's own keys."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +23,7 @@ def _log_groups(synthesis: Synthesis) -> Mapping[str, Any]:
 
 def test_the_stack_has_a_data_key_and_a_logs_key_both_rotated_and_kept(synthesis: Synthesis) -> None:
     keys = synthesis.resources("AWS::KMS::Key")
-    assert set(keys) == set(_key_ids(synthesis))
+    assert set(keys) == {*_key_ids(synthesis), synthesis.logical_id(synthesis.stack.keys.secrets)}
     for logical_id, key in keys.items():
         assert key["Properties"]["EnableKeyRotation"] is True, logical_id
         # The jobs table and the log groups are kept when the stack goes: so are their keys.
@@ -88,20 +87,34 @@ def test_functions_may_decrypt_and_make_data_keys_with_the_data_key_only(synthes
     GenerateDataKey: SQS sending for it. No function may use the logs key, and none may
     encrypt, re-encrypt or administer either key."""
     data, _ = _key_ids(synthesis)
+    secrets = arn_of(synthesis.logical_id(synthesis.stack.keys.secrets))
+    # The secrets key (docs/security.md): the api seals (and opens a signing secret to rotate
+    # it), the worker opens; the poller never touches a secret.
+    on_secrets = {"api": {"kms:Encrypt", "kms:Decrypt"}, "worker": {"kms:Decrypt"}, "poller": set()}
     for name in synthesis.function_ids:
         kms = {
-            action: resources for action, resources in grants_of(synthesis, name).items() if "kms:" in action
+            action: resources - {secrets}
+            for action, resources in grants_of(synthesis, name).items()
+            if "kms:" in action and resources - {secrets}
         }
         assert kms == {"kms:Decrypt": {arn_of(data)}, "kms:GenerateDataKey": {arn_of(data)}}, name
+        secret_actions = {
+            action for action, resources in grants_of(synthesis, name).items() if secrets in resources
+        }
+        assert secret_actions == on_secrets[name], name
 
 
 def test_with_the_switch_off_aws_keys_encrypt_everything(narrowed: Synthesis) -> None:
     """Context `customer_managed_keys: false`: no key, no KMS grant; SQS's own encryption
     on the queues, DynamoDB's and Lambda's defaults (AWS-owned keys) elsewhere."""
     assert narrowed.stack.keys.data is None
-    assert narrowed.resources("AWS::KMS::Key") == {}
-    template = json.dumps(narrowed.template.to_json())
-    assert '"kms:' not in template
+    # Only the secrets key stays (it seals tenants' secrets whatever the switch says).
+    assert set(narrowed.resources("AWS::KMS::Key")) == {narrowed.logical_id(narrowed.stack.keys.secrets)}
+    secrets = arn_of(narrowed.logical_id(narrowed.stack.keys.secrets))
+    for name in narrowed.function_ids:
+        for action, resources in grants_of(narrowed, name).items():
+            if action.startswith("kms:"):
+                assert resources == {secrets}, (name, action)
     for logical_id, queue in narrowed.resources("AWS::SQS::Queue").items():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True, logical_id
     for logical_id, table in narrowed.resources("AWS::DynamoDB::Table").items():

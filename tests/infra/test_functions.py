@@ -37,10 +37,15 @@ TARGET_CHECK_ENVIRONMENT = {
     "TARGET_EVENT_BUS_ARNS",
     "TARGET_FUNCTION_ARNS",
 }
+# What HTTP targets may reach (the api checks, the worker connects) and the secrets key.
+TARGET_REACH_ENVIRONMENT = {"TARGET_PRIVATE_CIDRS", "ALLOW_HTTP_TARGETS", "SECRETS_KEY_ID"}
 EXPECTED_ENVIRONMENT = {
-    "api": SHARED_ENVIRONMENT | TARGET_CHECK_ENVIRONMENT | {"IDEMPOTENCY_TABLE_NAME"},
+    "api": SHARED_ENVIRONMENT
+    | TARGET_CHECK_ENVIRONMENT
+    | TARGET_REACH_ENVIRONMENT
+    | {"IDEMPOTENCY_TABLE_NAME"},
     "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM"},
-    "worker": SHARED_ENVIRONMENT | {"RUN_LEASE_SECONDS"},
+    "worker": SHARED_ENVIRONMENT | TARGET_REACH_ENVIRONMENT | {"RUN_LEASE_SECONDS"},
 }
 
 
@@ -208,3 +213,13 @@ def test_the_pollers_claim_parallelism_comes_from_the_context(
     for stack, expected in ((synthesis, "16"), (narrowed, "24")):
         variables = stack.function("poller")["Properties"]["Environment"]["Variables"]
         assert variables["CLAIM_PARALLELISM"] == expected
+
+
+def test_a_deployment_reaches_public_https_targets_only_by_default(synthesis: Synthesis) -> None:
+    for name in ("api", "worker"):
+        variables = synthesis.function(name)["Properties"]["Environment"]["Variables"]
+        assert variables["TARGET_PRIVATE_CIDRS"] == "[]", name
+        assert variables["ALLOW_HTTP_TARGETS"] == "false", name
+        assert variables["SECRETS_KEY_ID"] == {
+            "Fn::GetAtt": [synthesis.logical_id(synthesis.stack.keys.secrets), "Arn"]
+        }, name

@@ -294,6 +294,8 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
     jobs_id = narrowed.logical_id(narrowed.stack.store.jobs_table)
     by_tenant, due = arn_of(jobs_id, "/index/by_tenant"), arn_of(jobs_id, "/index/due")
 
+    secrets = arn_of(narrowed.logical_id(narrowed.stack.keys.secrets))
+
     def own(name: str) -> dict[str, set[str]]:
         log_group = arn_of(narrowed.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
         return {
@@ -310,6 +312,9 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "dynamodb:DeleteItem": {idempotency},
         "dynamodb:Query": {jobs, by_tenant},
         "sqs:SendMessage": queues,
+        # Seals secret headers and signing secrets; opens a tenant's to rotate them.
+        "kms:Encrypt": {secrets},
+        "kms:Decrypt": {secrets},
     }
     assert dict(grants_of(narrowed, "poller")) == own("poller") | {
         "dynamodb:GetItem": {jobs},
@@ -328,6 +333,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         **{action: queues for action in ESM_ACTIONS},
         "sns:Publish": {json.dumps(NARROWED_TOPIC)},
         "lambda:InvokeFunction": {json.dumps(NARROWED_FUNCTIONS)},
+        "kms:Decrypt": {secrets},  # opens secret headers and signing secrets at call time
     }
 
 

@@ -89,6 +89,7 @@ SQS_BATCH_ACTIONS = {
 JOBS = "the jobs table"
 IDEMPOTENCY = "the idempotency table"
 DEAD_LETTERS = "the dead-letter queue"
+SECRETS_KEY = "the secrets key"
 
 
 def index_of(table: str, index: str) -> str:
@@ -139,7 +140,10 @@ def needs_of(service: str, operation: str, params: Mapping[str, Any], names: Map
         name = str(params.get("QueueUrl", "")).rstrip("/").rsplit("/", 1)[-1] or params.get("QueueName", "")
         resource = names.get(name, f"a queue named {name!r}, not the stack's")
         return {Need(called, SQS_BATCH_ACTIONS.get(operation, called), resource)}
-    return {Need(called, called, f"something of {service} (this test maps only DynamoDB and SQS calls)")}
+    if service == "kms":
+        key = str(params.get("KeyId", ""))
+        return {Need(called, called, names.get(key, f"a key {key!r}, not the stack's"))}
+    return {Need(called, called, f"something of {service} (this test maps only DynamoDB, SQS and KMS calls)")}
 
 
 class CallLog:
@@ -464,6 +468,7 @@ def recorded() -> dict[str, set[Need]]:
             IDEMPOTENCY_TABLE: IDEMPOTENCY,
             queue_name(settings.dlq_url): DEAD_LETTERS,
             **{queue_name(settings.queue_url(priority)): queue_of(priority) for priority in Priority},
+            settings.secrets_key_id: SECRETS_KEY,
         }
         log = CallLog(names)
         s = Scheduler(settings, clock, log, aws)
@@ -500,6 +505,7 @@ def template_arns(synthesis: Synthesis) -> dict[str, str]:
         IDEMPOTENCY: arn_of(synthesis.logical_id(stack.store.idempotency_table)),
         **{queue_of(p): arn_of(synthesis.logical_id(stack.queues.by_priority[p])) for p in PRIORITIES},
         DEAD_LETTERS: arn_of(synthesis.logical_id(stack.queues.dead_letter_queue)),
+        SECRETS_KEY: arn_of(synthesis.logical_id(stack.keys.secrets)),
     }
 
 

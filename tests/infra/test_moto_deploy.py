@@ -162,7 +162,7 @@ def test_the_customer_managed_keys_deploy_and_encrypt_the_queues(synthesis: Synt
             for url in (settings.dlq_url, *(settings.queue_url(priority) for priority in Priority))
         }
 
-    assert len(keys) == 2
+    assert len(keys) == 3  # data, logs, secrets
     assert all(keys.values())
     (data_key,) = queue_keys
     assert data_key in keys
