@@ -66,6 +66,10 @@ class Api(Construct):
                 **target_check_environment(self, config),
                 **target_reach_environment(config),
                 "SECRETS_KEY_ID": keys.secrets.key_arn,
+                # Per-tenant quotas, checked as jobs and workflows are made and changed.
+                "TENANT_MAX_JOBS": str(config.tenant_max_jobs),
+                "TENANT_MAX_FIRINGS_PER_MINUTE": str(config.tenant_max_firings_per_minute),
+                "MIN_INTERVAL_SECONDS": str(config.min_interval_seconds),
                 # A create sent again with the same Idempotency-Key returns the first one's job.
                 "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
             },

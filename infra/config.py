@@ -161,6 +161,10 @@ class SchedulerConfig:
     # link-local. And whether http:// targets are allowed besides https://.
     target_private_cidrs: tuple[str, ...] = ()
     allow_http_targets: bool = False
+    # Per-tenant quotas (docs/security.md, "Quotas").
+    tenant_max_jobs: int = 10_000
+    tenant_max_firings_per_minute: int = 6_000
+    min_interval_seconds: int = 60
 
     def __post_init__(self) -> None:
         try:
@@ -205,6 +209,9 @@ class SchedulerConfig:
         # API Gateway's default account quotas: 10,000 requests a second, a burst of 5,000.
         _check_range("api_throttle_rate", self.api_throttle_rate, 1, 10_000)
         _check_range("api_throttle_burst", self.api_throttle_burst, 1, 5_000)
+        _check_range("tenant_max_jobs", self.tenant_max_jobs, 1, 100_000_000)
+        _check_range("tenant_max_firings_per_minute", self.tenant_max_firings_per_minute, 1, 100_000_000)
+        _check_range("min_interval_seconds", self.min_interval_seconds, 60, 86_400)
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"context log_level must be one of {LOG_LEVELS}, got {self.log_level!r}")
         if set(self.queue_capacity) != set(PRIORITIES):
@@ -278,6 +285,9 @@ class SchedulerConfig:
             api_throttle_burst=required_int("api_throttle_burst"),
             target_private_cidrs=_cidr_list(required("target_private_cidrs")),
             allow_http_targets=_bool(required("allow_http_targets"), "allow_http_targets"),
+            tenant_max_jobs=required_int("tenant_max_jobs"),
+            tenant_max_firings_per_minute=required_int("tenant_max_firings_per_minute"),
+            min_interval_seconds=required_int("min_interval_seconds"),
         )
 
 

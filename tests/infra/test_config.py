@@ -48,6 +48,11 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     assert config.poller_reserved_concurrency == 8
     assert (config.api_throttle_rate, config.api_throttle_burst) == (500, 1000)
     assert config.target_private_cidrs == ()
+    assert (config.tenant_max_jobs, config.tenant_max_firings_per_minute, config.min_interval_seconds) == (
+        10_000,
+        6_000,
+        60,
+    )
     assert config.allow_http_targets is False
 
 

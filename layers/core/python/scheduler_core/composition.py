@@ -15,6 +15,7 @@ from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
 from scheduler_core.adapters.targets import TargetDelivery
 from scheduler_core.domain.addresses import AddressPolicy
 from scheduler_core.domain.clock import Clock, SystemClock
+from scheduler_core.domain.quotas import QuotaLimits
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import CreateOnce, RunQueue, TargetInvoker
@@ -23,6 +24,7 @@ from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import Runner, Threads
+from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.secret_headers import open_secret_headers
 from scheduler_core.services.signing import SigningSecrets
@@ -55,9 +57,19 @@ def build_lifecycle(
         resend_after=timedelta(seconds=settings.resend_after_seconds),
         lookahead=timedelta(seconds=settings.lookahead_seconds),
     )
+    store = store or build_store(settings, clients)
     return RunLifecycle(
-        store or build_store(settings, clients), build_queue(settings, clients, clock), clock, timers
+        store, build_queue(settings, clients, clock), clock, timers, build_quotas(settings, store)
     )
+
+
+def build_quotas(settings: Settings, store: DynamoJobStore) -> TenantQuotas:
+    limits = QuotaLimits(
+        max_jobs=settings.tenant_max_jobs,
+        max_firings_per_minute=settings.tenant_max_firings_per_minute,
+        min_interval_seconds=settings.min_interval_seconds,
+    )
+    return TenantQuotas(store, limits)
 
 
 def build_dispatcher(
@@ -118,7 +130,10 @@ def build_job_service(
     creates = build_create_once(settings, clients)
     runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
     signing = build_signing(settings, clients, clock, store)
-    workflows = WorkflowService(store, runner, dispatcher, clock, lifecycle, targets, creates, signing)
+    quotas = build_quotas(settings, store)
+    workflows = WorkflowService(
+        store, runner, dispatcher, clock, lifecycle, targets, creates, signing, quotas
+    )
     return JobService(
         store,
         dispatcher,
@@ -129,6 +144,7 @@ def build_job_service(
         workflows=workflows,
         secrets=build_secrets(settings, clients),
         signing=signing,
+        quotas=quotas,
     )
 
 

@@ -319,6 +319,21 @@ class SigningKeyRecords(Protocol):
         ...
 
 
+class QuotaCounters(Protocol):
+    """Per tenant, counters of what it holds (domain/quotas.py)."""
+
+    def charge_if_within(
+        self, tenant: str, counter: str, limit: int, expires_at: datetime | None
+    ) -> int | None:
+        """Add one to the tenant's `counter` unless that takes it over `limit`; the count
+        after, or None (refused)."""
+        ...
+
+    def refund(self, tenant: str, counter: str) -> None:
+        """Take one off the tenant's `counter` (never below zero)."""
+        ...
+
+
 class JobStore(JobRecords, Listing, RunRecords, RunTransitions, RunningSlots, DueIndex, Watermarks, Protocol):
     """Every port of the jobs table: what the composition root builds and hands each service,
     which names only the ports it uses."""

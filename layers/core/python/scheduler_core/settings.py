@@ -74,6 +74,10 @@ class Settings(BaseModel):
     # Networks (CIDR, JSON list) HTTP targets may reach although they are not public: CDK
     # context `target_private_cidrs`. Never link-local (domain/addresses.py).
     target_private_cidrs: tuple[str, ...] = Field((), alias="TARGET_PRIVATE_CIDRS")
+    # Per-tenant quotas (domain/quotas.py; CDK context of the same names).
+    tenant_max_jobs: int = Field(10_000, alias="TENANT_MAX_JOBS", ge=1)
+    tenant_max_firings_per_minute: int = Field(6_000, alias="TENANT_MAX_FIRINGS_PER_MINUTE", ge=1)
+    min_interval_seconds: int = Field(60, alias="MIN_INTERVAL_SECONDS", ge=60)
     # The KMS key that seals secret headers and webhook signing secrets (None: neither kept).
     secrets_key_id: str = Field("", alias="SECRETS_KEY_ID")
     # Whether HTTP targets may use http:// (CDK context `allow_http_targets`); else https only.

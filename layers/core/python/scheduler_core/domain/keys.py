@@ -27,6 +27,11 @@ def workflows_of(tenant: str) -> str:
     return f"WORKFLOWS#{tenant}"
 
 
+def quota_pk(tenant: str) -> str:
+    """Where a tenant's quota counters are kept."""
+    return f"QUOTA#{tenant}"
+
+
 def signing_pk(tenant: str) -> str:
     """Where a tenant's webhook signing keys are kept."""
     return f"SIGNING#{tenant}"

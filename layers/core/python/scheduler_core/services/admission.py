@@ -168,6 +168,8 @@ class RunAdmission:
         slots = slots_as_read(job, message.scheduled_for_ms)
         if not self._store.skip_run_if_waiting(message, slots, now, reason, complete):
             return duplicate(context)
+        if complete:
+            self._lifecycle.job_completed(job)
         logger.info(RUN_FINISHED, extra=context | {"status": "SKIPPED", "error": reason})
         metrics.add_metric(name="RunsSkipped", unit="Count", value=1)
         return Outcome.SKIPPED

@@ -266,6 +266,8 @@ class RunExecutor:
                 )
                 return Outcome.LEASE_LOST
             metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
+            if is_last(job, run):
+                self._lifecycle.job_completed(job)
             self._lifecycle.wake_next_in_line(job, run)
             status: RunStatus | None = RunStatus.SUCCEEDED
         else:

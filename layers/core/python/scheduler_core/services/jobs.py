@@ -32,6 +32,7 @@ from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.secret_headers import SecretHeaders
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflows import WorkflowService
@@ -65,6 +66,7 @@ class JobService:
         workflows: WorkflowService | None = None,
         secrets: Secrets | None = None,
         signing: SigningSecrets | None = None,
+        quotas: TenantQuotas | None = None,
     ) -> None:
         """`workflows`: the workflows API (`self.workflows`), when this API serves one;
         `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
@@ -81,6 +83,7 @@ class JobService:
         self._secret_headers = SecretHeaders(secrets)
         self._signing = signing
         self.signing = signing  # the API's signing-secrets routes
+        self._quotas = quotas  # None: not counted (some tests)
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._admit_request, first_firing)
         self.workflows = workflows
 
@@ -88,6 +91,8 @@ class JobService:
         """What a job's fields cannot say alone, for a create and for a patch alike (`job`: as
         it is, or as it is being made); the fields the request comes to beyond its own."""
         self._targets.check(request.target)
+        if self._quotas is not None:
+            self._quotas.check_schedule(request.schedule)
         if isinstance(request.target, HttpTarget) and self._signing is not None:
             self._signing.ensure(job.tenant)  # every delivery is signed: docs/security.md
         return self._secret_headers.seal(job.tenant, job.job_id, request.target, job)
@@ -138,7 +143,7 @@ class JobService:
             version=1,
         )
         job = job.model_copy(update=self._admit_request(request, job))
-        if not self._store.put_job_if_absent(job):
+        if not self._put_counted(job):
             if job_id is None:
                 raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
             return self.get(tenant, job.job_id)
@@ -149,6 +154,12 @@ class JobService:
                 "claim at create failed; the poller claims the job", extra={"job_id": job.job_id}
             )
             return job
+
+    def _put_counted(self, job: Job) -> bool:
+        """Put the new job if absent, within its tenant's quotas."""
+        if self._quotas is None:
+            return self._store.put_job_if_absent(job)
+        return self._quotas.making(job, lambda: self._store.put_job_if_absent(job), lambda put: put)
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self._store.get_job(job_id)
@@ -172,7 +183,8 @@ class JobService:
         then the sweep of its waiting runs (`JobControl.cancel_waiting_runs`)."""
         job = self.get(tenant, job_id)
         if job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED):
-            self._store.cancel_job_if_active(job_id, self._clock.now())
+            if self._store.cancel_job_if_active(job_id, self._clock.now()) and self._quotas is not None:
+                self._quotas.cancelled(job)
             job = self.get(tenant, job_id)
         if job.status is JobStatus.COMPLETED:
             raise Conflict(f"job '{job_id}' already completed; there is nothing left to cancel")
@@ -195,7 +207,13 @@ class JobService:
         return self._control.trigger(self.get(tenant, job_id))
 
     def update(self, tenant: str, job_id: str, patch: JobPatch, if_match: int | None = None) -> Job:
-        return self._control.update(self.get(tenant, job_id), patch, if_match)
+        before = self.get(tenant, job_id)
+        schedule = patch.changes().get("schedule")
+        if self._quotas is None or schedule is None:
+            return self._control.update(before, patch, if_match)
+        # A new schedule may move the job to another count (recurring, or a one-off's minute).
+        after = before.model_copy(update={"schedule": schedule})
+        return self._quotas.changing(before, after, lambda: self._control.update(before, patch, if_match))
 
     def list_runs(
         self, tenant: str, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None

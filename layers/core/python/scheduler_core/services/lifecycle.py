@@ -38,6 +38,7 @@ from scheduler_core.domain.vocabulary import (
 from scheduler_core.domain.wallclock import NeverFires
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import JobRecords, RunningSlots, RunQueue, RunRecords, RunRef, RunTransitions
+from scheduler_core.services.quotas import TenantQuotas
 
 # How long a run set aside while its job is paused waits before the poller looks at it again.
 PAUSED_RECHECK = timedelta(minutes=15)
@@ -58,11 +59,25 @@ class TimerPolicy:
 
 
 class RunLifecycle:
-    def __init__(self, store: RunStore, queue: RunQueue, clock: Clock, timers: TimerPolicy) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        queue: RunQueue,
+        clock: Clock,
+        timers: TimerPolicy,
+        quotas: TenantQuotas | None = None,
+    ) -> None:
+        """`quotas`: the tenants' counts a completed job gives back (None: not counted)."""
         self._store = store
         self._queue = queue
         self._clock = clock
         self._timers = timers
+        self._quotas = quotas
+
+    def job_completed(self, job: Job) -> None:
+        """`job`'s last run ended and completed it (in the same write): its quota counts go back."""
+        if self._quotas is not None:
+            self._quotas.ended(job)
 
     def sent_timer(self, starts_at: datetime, now: datetime) -> datetime:
         """When to look again at a run whose message is (about to be) on its queue."""
@@ -145,6 +160,8 @@ class RunLifecycle:
             complete_job=is_last(job, run),
         ):
             return None
+        if is_last(job, run):
+            self.job_completed(job)
         self._failed(run, run.attempt, error)
         self.wake_next_in_line(job, run)
         return RunStatus.FAILED
@@ -323,6 +340,8 @@ class RunLifecycle:
             is None
         ):
             return "lost_race"
+        if is_last(job, run):
+            self.job_completed(job)
         metrics.add_metric(name="LeasesExpired", unit="Count", value=1)
         self._failed(run, run.attempt, error)
         self.wake_next_in_line(job, run)

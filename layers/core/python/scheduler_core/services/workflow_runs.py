@@ -179,14 +179,13 @@ class WorkflowRunner:
                 return False
         else:
             workflow = self._store.get_job(workflow_run.job_id)
+            completes = workflow is not None and is_last(workflow, workflow_run)
             if not self._store.advance_workflow_run_if_unchanged(
-                workflow_run,
-                step.phases,
-                now,
-                end=RunStatus(status),
-                complete_job=workflow is not None and is_last(workflow, workflow_run),
+                workflow_run, step.phases, now, end=RunStatus(status), complete_job=completes
             ):
                 return False
+            if completes and workflow is not None:
+                self._lifecycle.job_completed(workflow)
             logger.info(
                 "workflow run finished",
                 extra=_context(workflow_run) | {"status": str(status), "phases": dict(step.phases)},

@@ -41,6 +41,7 @@ from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflow_views import WorkflowRunViews, task_status_of
@@ -66,11 +67,13 @@ class WorkflowService:
         targets: TargetAccess,
         creates: CreateOnce | None = None,
         signing: SigningSecrets | None = None,
+        quotas: TenantQuotas | None = None,
     ) -> None:
         """`creates`: the idempotency records of creates sent with an `Idempotency-Key` (none:
         the header is not honoured); `signing`: the tenants' webhook signing secrets."""
         self._creates = creates
         self._signing = signing
+        self._quotas = quotas  # a workflow counts as a recurring job (None: not counted)
         self._store = store
         self._views = WorkflowRunViews(store)
         self._runner = runner
@@ -129,7 +132,7 @@ class WorkflowService:
             # An item there already: a keyed create sent again after the first one failed.
             if not self._store.put_job_if_absent(self._task_job(workflow, task)) and not keyed:
                 raise RuntimeError(f"task item {keys.task_job_id(workflow_id, task.task_id)} exists already")
-        if not self._store.put_job_if_absent(workflow):
+        if not self._put_counted(workflow):
             if not keyed:
                 raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
             return self.get(tenant, workflow_id)
@@ -144,9 +147,16 @@ class WorkflowService:
             )
             return workflow
 
+    def _put_counted(self, workflow: Job) -> bool:
+        if self._quotas is None:
+            return self._store.put_job_if_absent(workflow)
+        return self._quotas.making(workflow, lambda: self._store.put_job_if_absent(workflow), lambda put: put)
+
     def _check(self, tenant: str, request: WorkflowCreate) -> None:
         """What a workflow's fields cannot say alone: its tasks form a DAG, each target is one
         the worker may reach; each error names its field."""
+        if self._quotas is not None:
+            self._quotas.check_schedule(request.schedule)
         errors = graph_errors(request.tasks)
         if errors:
             raise InvalidRequest(errors[0]["message"], errors)
@@ -326,8 +336,12 @@ class WorkflowService:
         if workflow.status is JobStatus.COMPLETED:
             raise Conflict(f"workflow '{workflow_id}' already completed; there is nothing left to cancel")
         now = self._clock.now()
-        if workflow.status is not JobStatus.CANCELLED:
-            self._store.cancel_job_if_active(workflow_id, now)
+        if (
+            workflow.status is not JobStatus.CANCELLED
+            and self._store.cancel_job_if_active(workflow_id, now)
+            and self._quotas is not None
+        ):
+            self._quotas.cancelled(workflow)
         for task in workflow.tasks or []:
             self._store.cancel_job_if_active(keys.task_job_id(workflow_id, task.task_id), now)
         self._control.cancel_waiting_runs(workflow_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from scheduler_core.adapters.dynamodb.due import DueIndexTable
 from scheduler_core.adapters.dynamodb.jobs import JobRecordsTable
 from scheduler_core.adapters.dynamodb.listing import ListingTable
+from scheduler_core.adapters.dynamodb.quotas import QuotaCountersTable
 from scheduler_core.adapters.dynamodb.runs import RunsTable
 from scheduler_core.adapters.dynamodb.signing import SigningKeysTable
 from scheduler_core.adapters.dynamodb.slots import SlotsTable
@@ -30,5 +31,6 @@ class DynamoJobStore(
     SlotsTable,
     WorkflowRunsTable,
     SigningKeysTable,
+    QuotaCountersTable,
 ):
     """`JobStore` on one DynamoDB table."""

@@ -1,0 +1,51 @@
+"""The `QuotaCounters` port on the jobs table: one item per tenant and counter,
+pk `QUOTA#<tenant>`, sk the counter (`JOBS`, `MINUTE#<yyyymmddHHMM>`), updated in place
+with a condition (never read-then-write)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from botocore.exceptions import ClientError
+
+from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
+from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
+from scheduler_core.domain import keys
+
+
+class QuotaCountersTable(TableAdapter):
+    def charge_if_within(
+        self, tenant: str, counter: str, limit: int, expires_at: datetime | None
+    ) -> int | None:
+        sets = "used = if_not_exists(used, :zero) + :one"
+        values: dict[str, object] = {"zero": 0, "one": 1, "room": limit - 1}
+        if expires_at is not None:
+            sets += ", expires_at = :expires"
+            values["expires"] = int(expires_at.timestamp())
+        try:
+            reply = self._ddb.update_item(
+                TableName=self._table,
+                Key=to_item({"pk": keys.quota_pk(tenant), "sk": counter}),
+                UpdateExpression=f"SET {sets}",
+                ConditionExpression="attribute_not_exists(used) OR used <= :room",
+                ExpressionAttributeValues=expression_values(**values),
+                ReturnValues="UPDATED_NEW",
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return None
+            raise
+        return int(from_item(reply["Attributes"])["used"])
+
+    def refund(self, tenant: str, counter: str) -> None:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=to_item({"pk": keys.quota_pk(tenant), "sk": counter}),
+                UpdateExpression="SET used = used - :one",
+                ConditionExpression="used >= :one",
+                ExpressionAttributeValues=expression_values(one=1),
+            )
+        except ClientError as error:
+            if not condition_failed(error):
+                raise

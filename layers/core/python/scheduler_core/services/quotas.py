@@ -1,0 +1,106 @@
+"""Per-tenant quotas, counted as jobs and workflows are made, changed and end
+(domain/quotas.py says what counts against what).
+
+A count is taken before the job is written (a conditional update of the tenant's counter:
+refused → 429 QUOTA_EXCEEDED naming the limit) and given back if the write does not happen,
+when the job is cancelled, when a recurring job or workflow completes, and when a change
+moves it to another counter. Giving back is best effort, after the job's own write: a
+crash in between leaves the count one too high (stricter, never looser), logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import TypeVar
+
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.quotas import Charge, QuotaExceeded, QuotaLimits, charges_of, check_interval
+from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.observability import logger
+from scheduler_core.ports import QuotaCounters
+
+T = TypeVar("T")
+
+
+class TenantQuotas:
+    def __init__(self, counters: QuotaCounters, limits: QuotaLimits) -> None:
+        self._counters = counters
+        self.limits = limits
+
+    def check_schedule(self, schedule: ScheduleSpec | None) -> None:
+        check_interval(schedule, self.limits)
+
+    def charge(self, tenant: str, charges: list[Charge]) -> None:
+        """Take each count, or none: a refused one gives back those already taken."""
+        taken: list[Charge] = []
+        for charge in charges:
+            if (
+                self._counters.charge_if_within(tenant, charge.counter, charge.limit, charge.expires_at)
+                is None
+            ):
+                self.refund(tenant, taken)
+                raise QuotaExceeded(charge.limit_name, _refusal(charge))
+            taken.append(charge)
+
+    def refund(self, tenant: str, charges: list[Charge]) -> None:
+        for charge in charges:
+            try:
+                self._counters.refund(tenant, charge.counter)
+            except Exception:
+                logger.exception(
+                    "quota count not given back; it stays one too high",
+                    extra={"tenant": tenant, "counter": charge.counter},
+                )
+
+    def making(self, job: Job, write: Callable[[], T], written: Callable[[T], bool]) -> T:
+        """`write()` the new `job` within its counts: taken first, given back unless
+        `written(result)` (the job already existed) or if the write raised."""
+        charges = charges_of(job, self.limits)
+        self.charge(job.tenant, charges)
+        with self._given_back_on_error(job.tenant, charges):
+            result = write()
+        if not written(result):
+            self.refund(job.tenant, charges)
+        return result
+
+    def changing(self, before: Job, after: Job, write: Callable[[], T]) -> T:
+        """`write()` a change of `before` into `after`: the counts `after` takes beyond
+        `before`'s are taken first; those it no longer takes are given back after."""
+        old, new = charges_of(before, self.limits), charges_of(after, self.limits)
+        if old == new:
+            return write()
+        self.charge(after.tenant, new)
+        with self._given_back_on_error(after.tenant, new):
+            result = write()
+        self.refund(before.tenant, old)
+        return result
+
+    def ended(self, job: Job) -> None:
+        """`job` was cancelled or completed: its counts are given back. A one-off's minute is
+        given back only when it is cancelled before it fired (completed, it did fire)."""
+        self.refund(job.tenant, [c for c in charges_of(job, self.limits) if c.expires_at is None])
+
+    def cancelled(self, job: Job) -> None:
+        self.refund(job.tenant, charges_of(job, self.limits))
+
+    @contextmanager
+    def _given_back_on_error(self, tenant: str, charges: list[Charge]):  # type: ignore[no-untyped-def]
+        try:
+            yield
+        except BaseException:
+            self.refund(tenant, charges)
+            raise
+
+
+def _refusal(charge: Charge) -> str:
+    if charge.limit_name == "tenant_max_jobs":
+        return (
+            f"a tenant may hold {charge.limit:,} recurring jobs and workflows (SCHEDULED or PAUSED); "
+            "cancel some, or ask the operator to raise CDK context tenant_max_jobs"
+        )
+    return (
+        f"a tenant may have {charge.limit:,} one-off jobs due in one minute, and "
+        f"{charge.counter.removeprefix('MINUTE#')} (UTC, yyyymmddHHMM) is full; pick another minute, "
+        "or ask the operator to raise CDK context tenant_max_firings_per_minute"
+    )
