@@ -22,12 +22,12 @@ from scheduler_core.adapters.targets import (
     TargetDelivery,
     aws_error_retryable,
     aws_failure,
-    fifo_id,
     message_json,
     run_event,
 )
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS, AddressPolicy
 from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import fifo_id
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.target_spec import EventBridgeTarget, HttpTarget, SnsTarget, SqsTarget, Target

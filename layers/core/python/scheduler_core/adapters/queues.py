@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Run
-from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, delay_seconds, run_message
+from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, delay_seconds, fifo_id, run_message
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger
 from scheduler_core.ports import DeadLetterMessage
@@ -67,6 +67,8 @@ class SqsRunQueue:
                 # of an earlier version (which knows no `with_job`) for a run of its own item.
                 "MessageBody": run_message(run).model_dump_json(exclude_defaults=True),
                 "DelaySeconds": delay_seconds(run.starts_at, now, self._lead),
+                # SQS fair queues: one message group per tenant (domain/fairness.py).
+                **({"MessageGroupId": fifo_id(run.tenant)} if run.tenant else {}),
             }
             for position, run in enumerate(batch)
         ]

@@ -22,7 +22,6 @@ AWS refuses fails at once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from scheduler_core.domain import keys
 from scheduler_core.domain.addresses import AddressPolicy
 from scheduler_core.domain.clock import Clock, SystemClock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.messages import fifo_id
 from scheduler_core.domain.target_spec import (
     EventBridgeTarget,
     HttpTarget,
@@ -228,17 +228,6 @@ def message_json(value: Any) -> str:
     and \\u escapes would double or triple the size of non-Latin text."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return _NOT_IN_MESSAGES.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-# SQS/SNS FIFO group and deduplication ids: 1-128 ASCII letters, digits and punctuation.
-_FIFO_ID = re.compile(r"[A-Za-z0-9!-/:-@\[-`{-~]{1,128}")
-
-
-def fifo_id(value: str) -> str:
-    """`value` as a FIFO MessageGroupId / MessageDeduplicationId: itself when SQS and SNS
-    accept it (job and run ids always are), else its SHA-256 in hex (64 characters), still
-    one id per value."""
-    return value if _FIFO_ID.fullmatch(value) else hashlib.sha256(value.encode()).hexdigest()
 
 
 def _fifo_ids(job: Job, run: Run) -> dict[str, str]:

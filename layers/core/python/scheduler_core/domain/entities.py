@@ -143,6 +143,9 @@ class Run(BaseModel):
     workflow: WorkflowState | None = None
     # A task's run that succeeded: what its target answered (JSON text), for the tasks after it.
     output: str | None = None
+    # Whose run it is, when its sender knows (a claim): its message's group on the priority
+    # queues (domain/fairness.py). Not stored.
+    tenant: str | None = None
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -165,6 +168,7 @@ class Run(BaseModel):
                 "delivered_at",
                 "delivered_code",
                 "with_job",
+                "tenant",
                 "workflow",
                 "output",
             },

@@ -49,6 +49,7 @@ def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None
         attempt=1,
         priority=job.priority,
         next_attempt_at=starts_at if starts_at is not None and starts_at != fire_at else None,
+        tenant=job.tenant,
     )
 
 

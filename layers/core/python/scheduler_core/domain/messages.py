@@ -4,7 +4,9 @@ attempt of a run, and its delay; a DLQ record; runs gathered into batches of one
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -109,3 +111,14 @@ class Outbox:
         unsent = self._send(runs)
         with self._lock:
             self.unsent += unsent
+
+
+# SQS/SNS FIFO group and deduplication ids: 1-128 ASCII letters, digits and punctuation.
+_FIFO_ID = re.compile(r"[A-Za-z0-9!-/:-@\[-`{-~]{1,128}")
+
+
+def fifo_id(value: str) -> str:
+    """`value` as a FIFO MessageGroupId / MessageDeduplicationId: itself when SQS and SNS
+    accept it (job and run ids always are), else its SHA-256 in hex (64 characters), still
+    one id per value."""
+    return value if _FIFO_ID.fullmatch(value) else hashlib.sha256(value.encode()).hexdigest()

@@ -23,6 +23,7 @@ from typing import Protocol
 from scheduler_core.domain import keys, misfire
 from scheduler_core.domain.clock import Clock, to_ms
 from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.fairness import fair_order
 from scheduler_core.domain.job_firings import following_firing, scheduled_run
 from scheduler_core.domain.messages import BATCH_SIZE, Outbox
 from scheduler_core.domain.overlap import queues_when_caught_up
@@ -325,7 +326,8 @@ class Dispatcher:
     ) -> bool:
         """Claim one page's jobs side by side; True if none was left behind."""
         drained = True
-        for result in self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), jobs):
+        claims = self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), fair_order(jobs))
+        for result in claims:
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
