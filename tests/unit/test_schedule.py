@@ -446,3 +446,12 @@ def test_nothing_fires_between_the_latest_firing_and_the_time_asked(spec: Schedu
         following = next_fire_after(spec, anchor, latest)
         assert following is not None
         assert following > when
+
+
+def test_a_cron_is_at_most_128_characters() -> None:
+    """Parsed on every load and claim: a long list of minutes must not cost every poll."""
+    fits = ",".join(str(minute) for minute in range(0, 60, 2)) + " * * * *"  # 88 characters
+    too_long = ",".join(str(minute) for minute in range(60)) + " * * * *"  # 178 characters
+    ScheduleSpec(cron=fits)
+    with pytest.raises(ValidationError, match="at most 128 characters"):
+        ScheduleSpec(cron=too_long)

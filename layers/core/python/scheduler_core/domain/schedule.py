@@ -48,7 +48,10 @@ class ScheduleSpec(StrictModel):
     )
     cron: str | None = Field(
         None,
-        description="5-field cron expression, evaluated in `timezone` (UTC by default).",
+        # Parsed on every load and claim: an 80 KB list of minutes takes 0.2 s each time.
+        max_length=128,
+        description="5-field cron expression, evaluated in `timezone` (UTC by default); at most 128 "
+        "characters.",
         examples=["*/5 * * * *"],
     )
     rate: str | None = Field(
