@@ -66,6 +66,16 @@ def _operation(method: str, path: str, operation: dict[str, Any]) -> list[str]:
     body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if body:
         lines += [f"Body: {_type(body)}.", ""]
+    answers = []
+    for status, response in sorted(operation.get("responses", {}).items()):
+        schema = response.get("content", {}).get("application/json", {}).get("schema")
+        if status.startswith("2") and schema:
+            answers.append(f"`{status}` {_type(schema)}")
+    errors = sorted(status for status in operation.get("responses", {}) if status[0] in "45")
+    if errors:
+        answers.append(f"errors ({', '.join(errors)}) [ErrorBody](#errorbody)")
+    if answers:
+        lines += [f"Answers: {'; '.join(answers)}.", ""]
     return lines
 
 

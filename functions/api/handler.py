@@ -11,9 +11,10 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from scheduler_core.adapters.aws import is_throttling
 from scheduler_core.api import (
@@ -21,17 +22,33 @@ from scheduler_core.api import (
     describe,
     error_body,
     invalid_request_message,
-    oversized,
+    refused_body,
     strict_json,
     version_of,
 )
 from scheduler_core.composition import default_job_service
-from scheduler_core.domain.api_shapes import Backfill, JobCreate, JobPatch, WorkflowCreate, WorkflowPatch
-from scheduler_core.domain.errors import SchedulerError
+from scheduler_core.domain.api_shapes import (
+    Backfill,
+    BackfillResult,
+    ErrorBody,
+    JobCreate,
+    JobPage,
+    JobPatch,
+    JobView,
+    RunPage,
+    RunView,
+    WorkflowCreate,
+    WorkflowPage,
+    WorkflowPatch,
+    WorkflowRunPage,
+    WorkflowRunView,
+    WorkflowView,
+)
+from scheduler_core.domain.errors import InvalidCursor, SchedulerError
 from scheduler_core.domain.tenancy import tenant_of
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
-from scheduler_core.ports import StoreContention
+from scheduler_core.ports import CursorNotValid, StoreContention
 from scheduler_core.services.jobs import JobService
 from scheduler_core.services.workflow_views import workflow_view
 from scheduler_core.services.workflows import WorkflowService
@@ -42,6 +59,35 @@ API_VERSION = "1.0.0"
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.enable_swagger(path="/v1/docs", title=API_TITLE, version=API_VERSION)
+
+# What each error status means, in the one error shape (`ErrorBody`) for every route. Its 422
+# replaces the one Powertools documents, in a shape the API never answers.
+_ERRORS = {
+    400: "Malformed: a body that is not UTF-8 JSON, an unknown or missing field, a bad value, "
+    "query parameter, header or cursor; `details` names each field.",
+    403: "The request carries no IAM identity. (A route that does not exist, or an unsigned "
+    "request, gets API Gateway's own 403 `Missing Authentication Token` instead.)",
+    404: "No such job, workflow or run (or another tenant's).",
+    409: "The job or workflow is cancelled or completed, the run is not in a state this needs, "
+    "or it kept changing while the request ran (try again).",
+    412: "If-Match names another version than the job's or workflow's.",
+    413: "The request body is over 256 KiB.",
+    422: "Well-formed but impossible: a schedule that never fires, an `at` long past, a "
+    "backfill of more than 1000 firings, an Idempotency-Key sent again with another body.",
+    500: "Unexpected; the message has the request id to quote.",
+    503: "AWS throttled the request, or the store was busy; try again in a few seconds.",
+}
+
+
+def answers(status: int, body: type[BaseModel], description: str) -> dict[int, OpenAPIResponse]:
+    """A route's documented responses: its success, and the API's errors."""
+
+    def answer(text: str, model: type[BaseModel]) -> OpenAPIResponse:
+        return {"description": text, "content": {content_types.APPLICATION_JSON: {"model": model}}}
+
+    return {status: answer(description, body)} | {
+        code: answer(text, ErrorBody) for code, text in _ERRORS.items()
+    }
 
 
 def _error(
@@ -67,6 +113,13 @@ def _invalid_request(error: RequestValidationError) -> Response[Any]:
 @app.exception_handler(SchedulerError)
 def _scheduler_error(error: SchedulerError) -> Response[Any]:
     return _error(error.status, error.code, error.message, error.details)
+
+
+@app.exception_handler(CursorNotValid)
+def _cursor_not_valid(error: CursorNotValid) -> Response[Any]:
+    """A listing's cursor it did not hand out, wherever the listing lets it through."""
+    refusal = InvalidCursor(error)
+    return _error(refusal.status, refusal.code, refusal.message, refusal.details)
 
 
 def _try_again() -> Response[Any]:
@@ -137,7 +190,15 @@ IdempotencyKey = Annotated[
 ]
 
 
-@app.post("/v1/jobs", summary="Create a job")
+@app.post(
+    "/v1/jobs",
+    summary="Create a job",
+    responses=answers(
+        HTTPStatus.CREATED,
+        JobView,
+        "The job made (or, for an Idempotency-Key sent again, the one the first request made).",
+    ),
+)
 def create_job(
     job: JobCreate,
     idempotency_key: IdempotencyKey = None,
@@ -146,7 +207,11 @@ def create_job(
     return _json(HTTPStatus.CREATED, created.to_api())
 
 
-@app.get("/v1/jobs", summary="List your jobs, newest first")
+@app.get(
+    "/v1/jobs",
+    summary="List your jobs, newest first",
+    responses=answers(200, JobPage, "A page of jobs."),
+)
 def list_jobs(
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query()] = None,
@@ -159,7 +224,11 @@ def list_jobs(
     return _json(200, {"items": [job.to_api() for job in page.items], "next_cursor": page.next_cursor})
 
 
-@app.get("/v1/jobs/<job_id>", summary="Get a job")
+@app.get(
+    "/v1/jobs/<job_id>",
+    summary="Get a job",
+    responses=answers(200, JobView, "The job."),
+)
 def get_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().get(_tenant(), job_id).to_api())
 
@@ -169,6 +238,7 @@ def get_job(job_id: str) -> Response[Any]:
     summary="Change a job",
     description="Any of the create fields; each one given replaces the job's. 409 for a cancelled or "
     "completed job; with If-Match (the job's version), 412 if the job is at another version.",
+    responses=answers(200, JobView, "The job as changed."),
 )
 def update_job(
     job_id: str,
@@ -185,7 +255,11 @@ def update_job(
     return _json(200, job.to_api())
 
 
-@app.delete("/v1/jobs/<job_id>", summary="Cancel a job")
+@app.delete(
+    "/v1/jobs/<job_id>",
+    summary="Cancel a job",
+    responses=answers(200, JobView, "The job, cancelled."),
+)
 def cancel_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().cancel(_tenant(), job_id).to_api())
 
@@ -195,6 +269,7 @@ def cancel_job(job_id: str) -> Response[Any]:
     summary="Pause a job",
     description="It fires no more until resumed; pausing a paused job changes nothing. 409 for a "
     "cancelled or completed job.",
+    responses=answers(200, JobView, "The job, paused."),
 )
 def pause_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().pause(_tenant(), job_id).to_api())
@@ -205,6 +280,7 @@ def pause_job(job_id: str) -> Response[Any]:
     summary="Resume a paused job",
     description="Firings missed while paused run once, now; then the schedule carries on. Resuming a "
     "scheduled job changes nothing. 409 for a cancelled or completed job.",
+    responses=answers(200, JobView, "The job, resumed."),
 )
 def resume_job(job_id: str) -> Response[Any]:
     return _json(200, _jobs().resume(_tenant(), job_id).to_api())
@@ -215,6 +291,7 @@ def resume_job(job_id: str) -> Response[Any]:
     summary="Run a job now",
     description="One run now (trigger MANUAL), also for a paused job; the schedule is unchanged. "
     "409 for a cancelled or completed job.",
+    responses=answers(HTTPStatus.ACCEPTED, RunView, "The run made."),
 )
 def trigger_job(job_id: str) -> Response[Any]:
     return _json(202, _jobs().trigger(_tenant(), job_id).to_api())
@@ -228,12 +305,21 @@ _BACKFILL = (
 )
 
 
-@app.post("/v1/jobs/<job_id>/backfill", summary="Run a job's past firings", description=_BACKFILL)
+@app.post(
+    "/v1/jobs/<job_id>/backfill",
+    summary="Run a job's past firings",
+    description=_BACKFILL,
+    responses=answers(HTTPStatus.ACCEPTED, BackfillResult, "How many runs were made."),
+)
 def backfill_job(job_id: str, backfill: Backfill) -> Response[Any]:
     return _json(202, _jobs().backfill(_tenant(), job_id, backfill))
 
 
-@app.get("/v1/jobs/<job_id>/runs", summary="List a job's runs, newest first")
+@app.get(
+    "/v1/jobs/<job_id>/runs",
+    summary="List a job's runs, newest first",
+    responses=answers(200, RunPage, "A page of the job's runs."),
+)
 def list_runs(
     job_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
@@ -244,7 +330,11 @@ def list_runs(
     return _json(200, {"items": [run.to_api() for run in page.items], "next_cursor": page.next_cursor})
 
 
-@app.get("/v1/jobs/<job_id>/runs/<run_id>", summary="Get one run")
+@app.get(
+    "/v1/jobs/<job_id>/runs/<run_id>",
+    summary="Get one run",
+    responses=answers(200, RunView, "The run."),
+)
 def get_run(job_id: str, run_id: str) -> Response[Any]:
     return _json(200, _jobs().get_run(_tenant(), job_id, run_id).to_api())
 
@@ -253,6 +343,7 @@ def get_run(job_id: str, run_id: str) -> Response[Any]:
     "/v1/jobs/<job_id>/runs/<run_id>/retry",
     summary="Retry a failed run",
     description="A new attempt now, with a fresh round of the job's max_attempts; 409 unless FAILED.",
+    responses=answers(HTTPStatus.ACCEPTED, RunView, "The run, retrying."),
 )
 def retry_run(job_id: str, run_id: str) -> Response[Any]:
     return _json(202, _jobs().retry_run(_tenant(), job_id, run_id).to_api())
@@ -267,6 +358,11 @@ def retry_run(job_id: str, run_id: str) -> Response[Any]:
     description="Tasks that depend on tasks (a DAG), each with a job's target, payload, retry and "
     "priority. A cycle, an unknown or repeated dependency or task id is a 400 naming the field. "
     "Without a schedule, it runs only when triggered.",
+    responses=answers(
+        HTTPStatus.CREATED,
+        WorkflowView,
+        "The workflow made (or, for an Idempotency-Key sent again, the one the first request made).",
+    ),
 )
 def create_workflow(
     workflow: WorkflowCreate,
@@ -276,7 +372,11 @@ def create_workflow(
     return _json(HTTPStatus.CREATED, workflow_view(created))
 
 
-@app.get("/v1/workflows", summary="List your workflows, newest first")
+@app.get(
+    "/v1/workflows",
+    summary="List your workflows, newest first",
+    responses=answers(200, WorkflowPage, "A page of workflows."),
+)
 def list_workflows(
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query()] = None,
@@ -290,7 +390,11 @@ def list_workflows(
     return _json(200, {"items": [workflow_view(job) for job in page.items], "next_cursor": page.next_cursor})
 
 
-@app.get("/v1/workflows/<workflow_id>", summary="Get a workflow")
+@app.get(
+    "/v1/workflows/<workflow_id>",
+    summary="Get a workflow",
+    responses=answers(200, WorkflowView, "The workflow."),
+)
 def get_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().get(_tenant(), workflow_id)))
 
@@ -301,6 +405,7 @@ def get_workflow(workflow_id: str) -> Response[Any]:
     description="Any of the create fields; each one given replaces the workflow's (tasks as a "
     "whole; schedule null: it runs only when triggered). Workflow runs under way keep their graph. "
     "409 for a cancelled or completed workflow; with If-Match (its version), 412 at another version.",
+    responses=answers(200, WorkflowView, "The workflow as changed."),
 )
 def update_workflow(
     workflow_id: str,
@@ -316,7 +421,11 @@ def update_workflow(
     return _json(200, workflow_view(workflow))
 
 
-@app.delete("/v1/workflows/<workflow_id>", summary="Cancel a workflow")
+@app.delete(
+    "/v1/workflows/<workflow_id>",
+    summary="Cancel a workflow",
+    responses=answers(200, WorkflowView, "The workflow, cancelled."),
+)
 def cancel_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().cancel(_tenant(), workflow_id)))
 
@@ -326,6 +435,7 @@ def cancel_workflow(workflow_id: str) -> Response[Any]:
     summary="Pause a workflow",
     description="No workflow run starts until it is resumed; runs under way go on. 409 for a "
     "cancelled or completed workflow.",
+    responses=answers(200, WorkflowView, "The workflow, paused."),
 )
 def pause_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().pause(_tenant(), workflow_id)))
@@ -335,6 +445,7 @@ def pause_workflow(workflow_id: str) -> Response[Any]:
     "/v1/workflows/<workflow_id>/resume",
     summary="Resume a paused workflow",
     description="Firings missed while paused go as its misfire policy says; then the schedule carries on.",
+    responses=answers(200, WorkflowView, "The workflow, resumed."),
 )
 def resume_workflow(workflow_id: str) -> Response[Any]:
     return _json(200, workflow_view(_workflows().resume(_tenant(), workflow_id)))
@@ -344,19 +455,27 @@ def resume_workflow(workflow_id: str) -> Response[Any]:
     "/v1/workflows/<workflow_id>/trigger",
     summary="Run a workflow now",
     description="One workflow run now (trigger MANUAL); the schedule is unchanged.",
+    responses=answers(HTTPStatus.ACCEPTED, WorkflowRunView, "The workflow run made."),
 )
 def trigger_workflow(workflow_id: str) -> Response[Any]:
     return _json(202, _workflows().trigger(_tenant(), workflow_id))
 
 
 @app.post(
-    "/v1/workflows/<workflow_id>/backfill", summary="Run a workflow's past firings", description=_BACKFILL
+    "/v1/workflows/<workflow_id>/backfill",
+    summary="Run a workflow's past firings",
+    description=_BACKFILL,
+    responses=answers(HTTPStatus.ACCEPTED, BackfillResult, "How many workflow runs were made."),
 )
 def backfill_workflow(workflow_id: str, backfill: Backfill) -> Response[Any]:
     return _json(202, _workflows().backfill(_tenant(), workflow_id, backfill))
 
 
-@app.get("/v1/workflows/<workflow_id>/runs", summary="List a workflow's runs, newest first")
+@app.get(
+    "/v1/workflows/<workflow_id>/runs",
+    summary="List a workflow's runs, newest first",
+    responses=answers(200, WorkflowRunPage, "A page of the workflow's runs."),
+)
 def list_workflow_runs(
     workflow_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -370,6 +489,7 @@ def list_workflow_runs(
 @app.get(
     "/v1/workflows/<workflow_id>/runs/<workflow_run_id>",
     summary="Get one workflow run, with each task's state",
+    responses=answers(200, WorkflowRunView, "The workflow run."),
 )
 def get_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
     return _json(200, _workflows().get_run(_tenant(), workflow_id, workflow_run_id))
@@ -380,6 +500,9 @@ def get_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
     summary="Cancel a workflow run",
     description="Cancels what has not started: waiting tasks, and released tasks whose runs have "
     "not started. Tasks under way end as they end. 409 once the workflow run has ended.",
+    responses=answers(
+        HTTPStatus.ACCEPTED, WorkflowRunView, "The workflow run, what had not started cancelled."
+    ),
 )
 def cancel_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]:
     return _json(202, _workflows().cancel_run(_tenant(), workflow_id, workflow_run_id))
@@ -391,6 +514,7 @@ def cancel_workflow_run(workflow_id: str, workflow_run_id: str) -> Response[Any]
     description="Runs the FAILED task again (a fresh round of its max_attempts) and decides again "
     "what its failure decided below it: UPSTREAM_FAILED and SKIPPED tasks wait again. Tasks below "
     "it that ran keep their result. 409 unless the task FAILED.",
+    responses=answers(HTTPStatus.ACCEPTED, WorkflowRunView, "The workflow run, the task running again."),
 )
 def retry_workflow_task(workflow_id: str, workflow_run_id: str, task_id: str) -> Response[Any]:
     return _json(202, _workflows().retry_task(_tenant(), workflow_id, workflow_run_id, task_id))
@@ -409,9 +533,9 @@ def openapi_document() -> Response[Any]:
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | None = None) -> dict[str, Any]:
     """`jobs` lets tests pass a service wired to their own clock and clients."""
-    too_large = oversized(event, settings_from_env().max_request_bytes)
-    if too_large is not None:
-        return too_large
+    refused = refused_body(event, settings_from_env().max_request_bytes)
+    if refused is not None:
+        return refused
     service = jobs or default_job_service()
     service.begin_invocation(context)
     app.append_context(jobs=service)

@@ -4,6 +4,10 @@ Routes come from the deployed REST API's resources and methods. A request become
 proxy event for the integrated function. Methods with AWS_IAM authorization get the
 local caller as their IAM identity: `--caller` by default, or the `X-Local-Caller` header
 (an ARN, or a bare name for `arn:aws:iam::<account>:user/<name>`) to act as someone else.
+
+A request no route takes, whatever its path and method (TRACE, CONNECT, DELETE on a
+collection, ...), gets API Gateway's own 403 `{"message": "Missing Authentication Token"}`;
+an `ANY` method takes the seven methods API Gateway knows, as in AWS.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from infra.local.functions import FunctionError, FunctionHost
 
 CALLER_HEADER = "X-Local-Caller"
+# What an `ANY` method stands for in API Gateway.
+METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 _INTEGRATION = re.compile(r"functions/(arn:[^/]+)/invocations")
 
 
@@ -111,9 +117,15 @@ class ApiGateway:
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle  # noqa: N815
+            def __getattr__(self, name: str) -> Any:
+                # http.server calls `do_<METHOD>`, and answers a 501 page for a method without
+                # one: every method, known or not, goes to the routes instead.
+                if name.startswith("do_"):
+                    return self._handle
+                raise AttributeError(name)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -131,7 +143,7 @@ class ApiGateway:
 
     def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self._routes:
-            if route.method in (method, "ANY"):
+            if route.method == method or (route.method == "ANY" and method in METHODS):
                 params = route.matches(path)
                 if params is not None:
                     return route, params
@@ -147,7 +159,8 @@ class ApiGateway:
             path = path[len(self._stage) + 1 :] or "/"
         found = self._match(method, path)
         if found is None:
-            return _json(403, {"message": "Missing Authentication Token"})
+            status, out_headers, payload = _json(403, {"message": "Missing Authentication Token"})
+            return status, out_headers | {"x-amzn-ErrorType": "MissingAuthenticationTokenException"}, payload
         route, params = found
         event = self._event(route, method, path, url.query, headers, body, params)
         try:

@@ -1,15 +1,16 @@
 """The public API's plumbing, beside the routes of `functions/api/handler.py`: request bodies
 parsed as strict JSON, validation errors described field by field, `If-Match` read as a job
-version, oversized bodies refused before they are parsed, and the one error body shape:
-`{"error": {"code", "message", "details": [{"field", "message"}]}}`."""
+version, oversized or undecodable bodies refused before they are parsed, and the one error
+body shape: `{"error": {"code", "message", "details": [{"field", "message"}]}}`."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from typing import Any
 
-from scheduler_core.domain.errors import InvalidRequest, PayloadTooLarge, field_error
+from scheduler_core.domain.errors import InvalidRequest, PayloadTooLarge, SchedulerError, field_error
 from scheduler_core.domain.target_spec import TARGET_TYPES
 
 # Deeper than any sensible payload, and well inside what validation (pydantic stops at 255
@@ -127,13 +128,35 @@ def version_of(if_match: str | None) -> int | None:
     return int(tag)
 
 
-def oversized(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
-    """Bodies over the limit are refused before validation (which would parse them)."""
+def _body_bytes(event: dict[str, Any]) -> bytes:
+    """The request body as sent: API Gateway base64-encodes a body it does not pass as text."""
     body = event.get("body") or ""
-    if len(body.encode()) <= limit:
-        return None
-    error = PayloadTooLarge(f"request body is over {limit // 1024} KiB; keep jobs and their payloads smaller")
-    details = [{"field": "body", "message": f"larger than {limit} bytes"}]
+    return base64.b64decode(body) if event.get("isBase64Encoded") else body.encode(errors="surrogatepass")
+
+
+def refused_body(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
+    """The answer to a body refused before validation parses it, or None: over the limit
+    (413), or not UTF-8 (400; JSON is UTF-8, RFC 8259 §8.1)."""
+    raw = _body_bytes(event)
+    if len(raw) > limit:
+        too_large = PayloadTooLarge(
+            f"request body is over {limit // 1024} KiB; keep jobs and their payloads smaller"
+        )
+        return _refusal(too_large, [field_error("body", f"larger than {limit} bytes")])
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start : exc.start + 1].hex()
+        details = [
+            field_error(
+                "body", f"must be JSON encoded as UTF-8; the byte 0x{byte} at offset {exc.start} is not UTF-8"
+            )
+        ]
+        return _refusal(InvalidRequest(invalid_request_message(details)), details)
+    return None
+
+
+def _refusal(error: SchedulerError, details: list[dict[str, str]]) -> dict[str, Any]:
     return {
         "statusCode": error.status,
         "headers": {"Content-Type": JSON},
@@ -144,11 +167,13 @@ def oversized(event: dict[str, Any], limit: int) -> dict[str, Any] | None:
 
 def as_json(event: dict[str, Any]) -> dict[str, Any]:
     """The API speaks only JSON: a body is parsed as JSON whatever its Content-Type says
-    (`curl -d` sends form-urlencoded), so a non-JSON body is a 400 "not valid JSON"."""
+    (`curl -d` sends form-urlencoded), so a non-JSON body is a 400 "not valid JSON". A body
+    API Gateway base64-encoded is passed on as its text (`refused_body` found it UTF-8)."""
     if not event.get("body"):
         return event
     headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
     multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != "content-type"}
     headers["Content-Type"] = JSON
     multi["Content-Type"] = [JSON]
-    return event | {"headers": headers, "multiValueHeaders": multi}
+    text = _body_bytes(event).decode() if event.get("isBase64Encoded") else event["body"]
+    return event | {"headers": headers, "multiValueHeaders": multi, "body": text, "isBase64Encoded": False}

@@ -1,13 +1,14 @@
-"""The request bodies of the public API (DESIGN §7). The pydantic models double as the
-API's validation: a request that does not fit gets a 400 naming the field, before any
-service code runs."""
+"""The request and response bodies of the public API (DESIGN §7). The request models double
+as the API's validation: a request that does not fit gets a 400 naming the field, before any
+service code runs. The response models only document what the API answers (the services
+build those bodies), in the OpenAPI document the API serves."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from pydantic import AwareDatetime, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
 from scheduler_core.domain.policies import ConcurrencyPolicy, Payload, RetryPolicy, catch_up_window_of
 from scheduler_core.domain.schedule import ScheduleSpec
@@ -20,14 +21,36 @@ from scheduler_core.domain.vocabulary import (
     RUN_METADATA_KEY,
     TASK_ID_PATTERN,
     UPSTREAM_KEY,
+    JobStatus,
     MisfirePolicy,
     Priority,
+    RunStatus,
+    TaskStatus,
+    Trigger,
     TriggerRule,
 )
+
+# A valid request body for each model that takes one: shown in the OpenAPI document (Swagger
+# UI fills it in), and what an API fuzzer starts from to make jobs and workflows it then reads,
+# changes and triggers.
+_HOOK: dict[str, JsonValue] = {"type": "HTTP", "url": "https://example.com/hooks/report"}
 
 
 class JobCreate(StrictModel):
     """Body of `POST /v1/jobs`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "nightly-report",
+                    "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Berlin"},
+                    "target": _HOOK,
+                    "payload": {"report": "daily"},
+                }
+            ]
+        }
+    )
 
     name: str = Field(min_length=1, max_length=200)
     schedule: ScheduleSpec
@@ -77,6 +100,10 @@ def _leaves_run_key_free(payload: JsonValue, info: ValidationInfo) -> JsonValue:
 class Backfill(StrictModel):
     """Body of `POST /v1/jobs/{job_id}/backfill` (and a workflow's): the window whose firings
     run, both ends included."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T23:59:59Z"}]}
+    )
 
     start: AwareDatetime = Field(description="ISO-8601 with an offset, e.g. 2026-11-01T00:00:00Z.")
     end: AwareDatetime = Field(description="ISO-8601 with an offset; not before start.")
@@ -157,6 +184,21 @@ class WorkflowCreate(StrictModel):
     """Body of `POST /v1/workflows`. The tasks' graph (unique ids, known dependencies, no
     cycle) is checked after this, by `workflows.graph_errors`, each error naming its field."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "nightly-pipeline",
+                    "schedule": {"cron": "0 3 * * *"},
+                    "tasks": [
+                        {"task_id": "extract", "target": _HOOK},
+                        {"task_id": "load", "target": _HOOK, "depends_on": ["extract"]},
+                    ],
+                }
+            ]
+        }
+    )
+
     name: str = Field(min_length=1, max_length=200)
     schedule: ScheduleSpec | None = Field(
         None, description="A job's schedule; none: the workflow runs only when triggered."
@@ -187,3 +229,143 @@ class WorkflowPatch(StrictModel):
     def changes(self) -> dict[str, Any]:
         """The fields the request gave, by name (a `schedule` of null included)."""
         return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+# --- response bodies: what the OpenAPI document says each answer holds -----------------------
+
+
+class ResponseBody(BaseModel):
+    """A response body as documented: exactly these fields (`additionalProperties: false`), so
+    a field the API answers but the document misses fails the API fuzz test."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(ResponseBody):
+    field: str = Field(
+        description="What to fix: a body field (`schedule.cron`, `tasks[2].target.url`), the body "
+        "as a whole (`body`), a query parameter (`cursor`) or a header (`If-Match`)."
+    )
+    message: str
+
+
+class ErrorInfo(ResponseBody):
+    code: str = Field(
+        description="VALIDATION_ERROR (400), FORBIDDEN (403), NOT_FOUND (404), CONFLICT (409), "
+        "PRECONDITION_FAILED (412), PAYLOAD_TOO_LARGE (413), UNPROCESSABLE (422), INTERNAL_ERROR "
+        "(500) or SERVICE_UNAVAILABLE (503)."
+    )
+    message: str
+    details: list[ErrorDetail]
+
+
+class ErrorBody(ResponseBody):
+    """Every error the API answers itself."""
+
+    error: ErrorInfo
+
+
+class JobView(ResponseBody):
+    """A job (`POST`, `GET`, `PATCH`, `DELETE /v1/jobs/{job_id}` and its pause, resume)."""
+
+    job_id: str
+    name: str
+    status: JobStatus
+    schedule: ScheduleSpec
+    target: Target
+    payload: Payload
+    priority: Priority
+    retry: RetryPolicy
+    concurrency: ConcurrencyPolicy
+    misfire: MisfirePolicy
+    catch_up_window_seconds: int | None = Field(description="null unless misfire is CATCH_UP.")
+    next_fire_at: datetime | None = Field(description="null when nothing is due, and while paused.")
+    paused_at: datetime | None = Field(description="When a PAUSED job was paused; else null.")
+    created_at: datetime
+    updated_at: datetime
+    version: int = Field(description="Goes up with every change of the job, the scheduler's own included.")
+
+
+class JobPage(ResponseBody):
+    items: list[JobView]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class RunView(ResponseBody):
+    """One run of a job."""
+
+    run_id: str = Field(description="{job_id}:{scheduled_for in epoch ms}.")
+    job_id: str
+    status: RunStatus
+    trigger: Trigger
+    scheduled_for: datetime
+    attempt: int
+    priority: Priority
+    next_attempt_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    lateness_ms: int | None
+    error: str | None
+    response_code: int | None
+
+
+class RunPage(ResponseBody):
+    items: list[RunView]
+    next_cursor: str | None
+
+
+class BackfillResult(ResponseBody):
+    runs: int = Field(description="Runs made, one per firing that had none.")
+    already_run: int = Field(description="Firings in the window that had a run already.")
+
+
+class WorkflowView(ResponseBody):
+    """A workflow."""
+
+    workflow_id: str
+    name: str
+    status: JobStatus
+    schedule: ScheduleSpec | None = Field(description="null: it runs only when triggered.")
+    tasks: list[TaskSpec]
+    concurrency: ConcurrencyPolicy
+    misfire: MisfirePolicy
+    next_fire_at: datetime | None
+    paused_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+class WorkflowPage(ResponseBody):
+    items: list[WorkflowView]
+    next_cursor: str | None
+
+
+class TaskRunView(ResponseBody):
+    """A task of a workflow run, with its run's details once it has one."""
+
+    status: TaskStatus
+    run_id: str | None
+    attempt: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    response_code: int | None
+
+
+class WorkflowRunView(ResponseBody):
+    """A workflow run, task by task."""
+
+    workflow_run_id: str
+    workflow_id: str
+    status: RunStatus
+    trigger: Trigger
+    scheduled_for: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    tasks: dict[str, TaskRunView] = Field(description="Each task by its task_id.")
+
+
+class WorkflowRunPage(ResponseBody):
+    items: list[WorkflowRunView]
+    next_cursor: str | None

@@ -27,6 +27,21 @@ class InvalidRequest(SchedulerError):
         super().__init__(message, details or [], "VALIDATION_ERROR", 400)
 
 
+class InvalidCursor(InvalidRequest):
+    """A listing's cursor that is not one the listing handed out (`reason`: how so)."""
+
+    def __init__(self, reason: object) -> None:
+        super().__init__(
+            "cursor is not valid; pass the next_cursor of the previous page",
+            [
+                field_error(
+                    "cursor",
+                    f"not a cursor this listing returned ({reason}); pass next_cursor back unchanged",
+                )
+            ],
+        )
+
+
 class NotFound(SchedulerError):
     def __init__(self, message: str) -> None:
         super().__init__(message, [], "NOT_FOUND", 404)
