@@ -30,6 +30,9 @@ STAGE_NAME = "prod"
 CACHING_CHECK = "CKV_AWS_120"
 
 
+AUDIT_LOG_RETENTION = logs.RetentionDays.ONE_YEAR
+
+
 class Api(Construct):
     """`/v1/...` routes, each method SigV4-signed (AWS_IAM), all proxied to one function.
 
@@ -50,6 +53,12 @@ class Api(Construct):
         keys: StackKeys,
     ) -> None:
         super().__init__(scope, construct_id)
+        # One line per mutating call (tenant, action, id, request id), apart from the
+        # function's own logs: kept a year, readable without the rest (docs/security.md).
+        self.audit_logs = logs.LogGroup(
+            self, "AuditLogs", retention=AUDIT_LOG_RETENTION, encryption_key=keys.logs
+        )
+        keys.skip_if_aws_keys(self.audit_logs, LOG_GROUP_CMK_CHECK)
         self.function = SchedulerFunction(
             self,
             "Api",
@@ -66,6 +75,7 @@ class Api(Construct):
                 **target_check_environment(self, config),
                 **target_reach_environment(config),
                 "SECRETS_KEY_ID": keys.secrets.key_arn,
+                "AUDIT_LOG_GROUP": self.audit_logs.log_group_name,
                 # Per-tenant quotas, checked as jobs and workflows are made and changed.
                 "TENANT_MAX_JOBS": str(config.tenant_max_jobs),
                 "TENANT_MAX_FIRINGS_PER_MINUTE": str(config.tenant_max_firings_per_minute),
@@ -103,6 +113,10 @@ class Api(Construct):
         # Seals secret headers and tenants' signing secrets; never opens one (docs/security.md).
         # It opens a tenant's signing secrets to rotate them (the previous one signs on).
         self.function.allow(actions=["kms:Encrypt", "kms:Decrypt"], resources=[keys.secrets.key_arn])
+        # Its audit lines: a stream per instance, written to, never read or removed.
+        self.function.allow(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.audit_logs.log_group_arn]
+        )
 
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=LOG_RETENTION, encryption_key=keys.logs
@@ -181,6 +195,9 @@ class Api(Construct):
         # in the function (its own 404 for a sub-path it does not know).
         self._add_collection(v1, "jobs", "job_id")
         self._add_collection(v1, "workflows", "workflow_id")
+        signing_secrets = v1.add_resource("signing-secrets")
+        for verb in ("GET", "POST"):
+            self._add_method(signing_secrets, verb, {})
         self._add_method(v1.add_resource("openapi.json"), "GET", {})
         self._add_method(v1.add_resource("docs"), "GET", {})
 

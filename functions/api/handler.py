@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from scheduler_core.adapters.aws import is_throttling
 from scheduler_core.api import (
     as_json,
+    audit_entry,
     describe,
     error_body,
     invalid_request_message,
@@ -37,6 +39,8 @@ from scheduler_core.domain.api_shapes import (
     JobView,
     RunPage,
     RunView,
+    SigningSecretMade,
+    SigningSecretState,
     WorkflowCreate,
     WorkflowPage,
     WorkflowPatch,
@@ -50,6 +54,7 @@ from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import CursorNotValid, StoreContention
 from scheduler_core.services.jobs import JobService
+from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflow_views import workflow_view
 from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import settings_from_env
@@ -59,6 +64,41 @@ API_VERSION = "1.0.0"
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=strict_json)
 app.enable_swagger(path="/v1/docs", title=API_TITLE, version=API_VERSION)
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _audited(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Every mutating call that succeeded: one line in the audit log group (docs/security.md)
+    — who (tenant), what (method and route), which (the ids in its path, or the one it made),
+    the request id. A line that cannot be written is logged, counted and the answer stands:
+    the change is made."""
+    event = app.current_event
+    audit = app.context["jobs"].audit
+    # The route Powertools matched: its OpenAPI path, and the ids its path names (never the
+    # validated arguments, which hold the body: payloads, secret headers).
+    route = app.context.get("_route")
+    response = next_middleware(app)
+    if audit is None or event.http_method not in MUTATING or response.status_code >= 400:
+        return response
+    matched = route.rule.match(event.path) if route is not None else None
+    entry = audit_entry(
+        tenant_of(event.request_context.identity.raw_event),
+        event.http_method,
+        route.openapi_path if route is not None else event.resource,
+        matched.groupdict() if matched is not None else {},
+        response.body,
+        event.request_context.request_id,
+        response.status_code,
+    )
+    try:
+        audit.record(entry)
+    except Exception:
+        logger.exception("audit line not written", extra={"audit": entry})
+        metrics.add_metric(name="AuditLinesLost", unit="Count", value=1)
+    return response
+
+
+app.use(middlewares=[_audited])
 
 # What each error status means, in the one error shape (`ErrorBody`) for every route. Its 422
 # replaces the one Powertools documents, in a shape the API never answers.
@@ -74,6 +114,8 @@ _ERRORS = {
     413: "The request body is over 256 KiB.",
     422: "Well-formed but impossible: a schedule that never fires, an `at` long past, a "
     "backfill of more than 1000 firings, an Idempotency-Key sent again with another body.",
+    429: "A tenant quota is reached (QUOTA_EXCEEDED): `details` names the limit, its CDK context "
+    "key, and what to do.",
     500: "Unexpected; the message has the request id to quote.",
     503: "AWS throttled the request, or the store was busy; try again in a few seconds.",
 }
@@ -520,6 +562,35 @@ def retry_workflow_task(workflow_id: str, workflow_run_id: str, task_id: str) ->
     return _json(202, _workflows().retry_task(_tenant(), workflow_id, workflow_run_id, task_id))
 
 
+def _signing() -> SigningSecrets:
+    signing = _jobs().signing
+    if signing is None:
+        raise SchedulerError(
+            "this deployment keeps no signing secrets (no secrets key)", [], "NOT_FOUND", 404
+        )
+    return signing
+
+
+@app.post(
+    "/v1/signing-secrets",
+    summary="Make or rotate the webhook signing secret",
+    description="A new secret that signs your HTTP deliveries (Standard Webhooks `webhook-signature`), "
+    "returned this once. Calling it again rotates: the previous secret signs too for 24 hours.",
+    responses=answers(HTTPStatus.CREATED, SigningSecretMade, "The new secret, shown this once."),
+)
+def rotate_signing_secret() -> Response[Any]:
+    return _json(HTTPStatus.CREATED, _signing().rotate(_tenant()))
+
+
+@app.get(
+    "/v1/signing-secrets",
+    summary="When the signing secret was made",
+    responses=answers(HTTPStatus.OK, SigningSecretState, "When it was made; never the secret."),
+)
+def get_signing_secret() -> Response[Any]:
+    return _json(HTTPStatus.OK, _signing().describe(_tenant()))
+
+
 @app.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)
 def openapi_document() -> Response[Any]:
     return Response(
@@ -530,7 +601,8 @@ def openapi_document() -> Response[Any]:
 
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
-@tracer.capture_lambda_handler
+# Not the response: it holds jobs (payloads, target URLs), which X-Ray must not keep.
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | None = None) -> dict[str, Any]:
     """`jobs` lets tests pass a service wired to their own clock and clients."""
     refused = refused_body(event, settings_from_env().max_request_bytes)

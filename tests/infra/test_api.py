@@ -21,6 +21,8 @@ EXPECTED_ROUTES = {
     ("/v1/workflows/{workflow_id}", "PATCH"),
     ("/v1/workflows/{workflow_id}", "DELETE"),
     ("/v1/workflows/{workflow_id}/{proxy+}", "ANY"),
+    ("/v1/signing-secrets", "GET"),
+    ("/v1/signing-secrets", "POST"),
     ("/v1/openapi.json", "GET"),
     ("/v1/docs", "GET"),
 }

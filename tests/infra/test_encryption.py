@@ -52,7 +52,7 @@ def test_tables_queues_and_environments_are_under_the_data_key(synthesis: Synthe
 def test_every_log_group_is_under_the_logs_key(synthesis: Synthesis) -> None:
     _, logs = _key_ids(synthesis)
     log_groups = _log_groups(synthesis)
-    assert len(log_groups) == 5  # three functions', the API's access and execution logs
+    assert len(log_groups) == 6  # three functions', the API's access, execution and audit logs
     for logical_id, log_group in log_groups.items():
         assert log_group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [logs, "Arn"]}, logical_id
 

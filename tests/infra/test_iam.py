@@ -67,13 +67,13 @@ def test_every_function_has_a_role_of_its_own_without_managed_policies(synthesis
 
 
 def test_functions_write_logs_only_to_their_own_log_group(synthesis: Synthesis) -> None:
+    """And the api to the audit log group besides (docs/security.md)."""
+    audit = arn_of(synthesis.logical_id(synthesis.stack.api.audit_logs))
     for name in synthesis.function_ids:
         log_group = synthesis.function(name)["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        groups = {arn_of(log_group), audit} if name == "api" else {arn_of(log_group)}
         grants = _actions(grants_of(synthesis, name), "logs")
-        assert grants == {
-            "logs:CreateLogStream": {arn_of(log_group)},
-            "logs:PutLogEvents": {arn_of(log_group)},
-        }, name
+        assert grants == {"logs:CreateLogStream": groups, "logs:PutLogEvents": groups}, name
 
 
 def test_api_writes_jobs_and_runs_and_lists_through_the_tenant_index_only(synthesis: Synthesis) -> None:
@@ -304,7 +304,11 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
             **{action: {json.dumps("*")} for action in XRAY_ACTIONS},
         }
 
-    assert dict(grants_of(narrowed, "api")) == own("api") | {
+    audit = arn_of(narrowed.logical_id(narrowed.stack.api.audit_logs))
+    api_logs = own("api")
+    for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+        api_logs[action] = api_logs[action] | {audit}  # and its audit lines
+    assert dict(grants_of(narrowed, "api")) == api_logs | {
         "dynamodb:GetItem": {jobs, idempotency},
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs, idempotency},

@@ -90,6 +90,7 @@ JOBS = "the jobs table"
 IDEMPOTENCY = "the idempotency table"
 DEAD_LETTERS = "the dead-letter queue"
 SECRETS_KEY = "the secrets key"
+AUDIT_LOGS = "the audit log group"
 
 
 def index_of(table: str, index: str) -> str:
@@ -140,10 +141,19 @@ def needs_of(service: str, operation: str, params: Mapping[str, Any], names: Map
         name = str(params.get("QueueUrl", "")).rstrip("/").rsplit("/", 1)[-1] or params.get("QueueName", "")
         resource = names.get(name, f"a queue named {name!r}, not the stack's")
         return {Need(called, SQS_BATCH_ACTIONS.get(operation, called), resource)}
+    if service == "logs":
+        group = str(params.get("logGroupName", ""))
+        return {Need(called, called, names.get(group, f"a log group {group!r}, not the stack's"))}
     if service == "kms":
         key = str(params.get("KeyId", ""))
         return {Need(called, called, names.get(key, f"a key {key!r}, not the stack's"))}
-    return {Need(called, called, f"something of {service} (this test maps only DynamoDB, SQS and KMS calls)")}
+    return {
+        Need(
+            called,
+            called,
+            f"something of {service} (this test maps only DynamoDB, SQS, KMS and CloudWatch Logs calls)",
+        )
+    }
 
 
 class CallLog:
@@ -404,7 +414,7 @@ def dying_worker(s: Scheduler) -> RunExecutor:
     store = build_store(s.settings, clients)
     executor = RunExecutor(
         store,
-        DiesAtTheCall(build_targets(s.settings, clients), after_the_call=False),
+        DiesAtTheCall(build_targets(s.settings, clients, s.clock), after_the_call=False),
         s.clock,
         lease=timedelta(seconds=s.settings.run_lease_seconds),
         lifecycle=build_lifecycle(s.settings, clients, s.clock, store),
@@ -469,6 +479,7 @@ def recorded() -> dict[str, set[Need]]:
             queue_name(settings.dlq_url): DEAD_LETTERS,
             **{queue_name(settings.queue_url(priority)): queue_of(priority) for priority in Priority},
             settings.secrets_key_id: SECRETS_KEY,
+            settings.audit_log_group: AUDIT_LOGS,
         }
         log = CallLog(names)
         s = Scheduler(settings, clock, log, aws)
@@ -506,6 +517,7 @@ def template_arns(synthesis: Synthesis) -> dict[str, str]:
         **{queue_of(p): arn_of(synthesis.logical_id(stack.queues.by_priority[p])) for p in PRIORITIES},
         DEAD_LETTERS: arn_of(synthesis.logical_id(stack.queues.dead_letter_queue)),
         SECRETS_KEY: arn_of(synthesis.logical_id(stack.keys.secrets)),
+        AUDIT_LOGS: arn_of(synthesis.logical_id(stack.api.audit_logs)),
     }
 
 

@@ -276,7 +276,7 @@ def executor_on(cloud: SchedulerHarness, store: DynamoJobStore) -> RunExecutor:
     settings, clients = cloud.settings, cloud.clients
     return RunExecutor(
         store,
-        build_targets(settings, clients),
+        build_targets(settings, clients, cloud.clock),
         cloud.clock,
         lease=timedelta(seconds=settings.run_lease_seconds),
         lifecycle=build_lifecycle(settings, clients, cloud.clock, store),

@@ -197,6 +197,7 @@ def test_the_stack_lookup_reads_every_shared_setting_from_the_outputs(
         "target_private_cidrs",
         "allow_http_targets",
         "secrets_key_id",
+        "audit_log_group",
     }
     assert found.model_dump(include={*Settings.model_fields} - theirs) == (
         in_process_cloud.settings.model_dump(include={*Settings.model_fields} - theirs)

@@ -57,7 +57,7 @@ def dying_executor(cloud: SchedulerHarness, *, after_the_call: bool = True) -> R
     (by default) or just before calling it: its run stays RUNNING, leased, until the lease
     runs out."""
     settings, clients = cloud.settings, cloud.clients
-    targets = DiesAtTheCall(build_targets(settings, clients), after_the_call=after_the_call)
+    targets = DiesAtTheCall(build_targets(settings, clients, cloud.clock), after_the_call=after_the_call)
     store = build_store(settings, clients)
     executor = RunExecutor(
         store,

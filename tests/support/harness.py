@@ -67,6 +67,7 @@ JOBS_TABLE_DEFINITION: dict[str, Any] = {
 }
 
 
+AUDIT_LOG_GROUP = "scheduler-audit"
 IDEMPOTENCY_TABLE = "idempotency"
 # Powertools' idempotency layout, as infra/ declares it: key `id`, TTL `expiration`.
 IDEMPOTENCY_TABLE_DEFINITION: dict[str, Any] = {
@@ -94,8 +95,10 @@ def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Set
             },
         )["QueueUrl"]
     secrets_key = clients.kms().create_key(Description="secret headers and webhook signing secrets")
+    clients.logs().create_log_group(logGroupName=AUDIT_LOG_GROUP)
     return Settings.model_validate(
         {
+            "AUDIT_LOG_GROUP": AUDIT_LOG_GROUP,
             "SECRETS_KEY_ID": secrets_key["KeyMetadata"]["Arn"],
             "JOBS_TABLE_NAME": JOBS_TABLE,
             "IDEMPOTENCY_TABLE_NAME": IDEMPOTENCY_TABLE,
@@ -170,7 +173,7 @@ class SchedulerHarness:
         self.jobs = build_job_service(settings, clients, clock, self.api_store)
         self.dispatcher = build_dispatcher(settings, clients, clock, self.poll_store)
         # The worker's targets and lifecycle, for a test that wraps one of their methods.
-        self.worker_targets = build_targets(settings, clients)
+        self.worker_targets = build_targets(settings, clients, clock)
         self.worker_lifecycle = build_lifecycle(settings, clients, clock, self.worker_store)
         self.executor = build_run_executor(
             settings, clients, clock, self.worker_store, self.worker_targets, self.worker_lifecycle

@@ -177,3 +177,35 @@ def as_json(event: dict[str, Any]) -> dict[str, Any]:
     multi["Content-Type"] = [JSON]
     text = _body_bytes(event).decode() if event.get("isBase64Encoded") else event["body"]
     return event | {"headers": headers, "multiValueHeaders": multi, "body": text, "isBase64Encoded": False}
+
+
+# Ids a mutating call's answer names what it made or changed by (a create: the new one's).
+_ANSWER_IDS = ("job_id", "workflow_id", "run_id", "workflow_run_id")
+
+
+def audit_entry(
+    tenant: str | None,
+    method: str,
+    route: str,
+    path_ids: dict[str, str],
+    answer: Any,
+    request_id: str,
+    status: int,
+) -> dict[str, Any]:
+    """The audit line of one mutating call: who, what, which, the request and its status.
+    Never the body: it may hold payloads and secrets."""
+    if isinstance(answer, str | bytes):
+        try:
+            answer = json.loads(answer)
+        except ValueError:
+            answer = None
+    ids = dict(path_ids)
+    if isinstance(answer, dict):
+        ids |= {name: str(answer[name]) for name in _ANSWER_IDS if name not in ids and answer.get(name)}
+    return {
+        "tenant": tenant,
+        "action": f"{method} {route}",
+        "ids": ids,
+        "request_id": request_id,
+        "status": status,
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
+from scheduler_core.adapters.audit import CloudWatchAuditLog
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.adapters.http_client import GuardedHttp
@@ -18,7 +19,7 @@ from scheduler_core.domain.clock import Clock, SystemClock
 from scheduler_core.domain.quotas import QuotaLimits
 from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.ports import CreateOnce, RunQueue, TargetInvoker
+from scheduler_core.ports import AuditLog, CreateOnce, RunQueue, TargetInvoker
 from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher, PollPolicy
 from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
@@ -145,6 +146,7 @@ def build_job_service(
         secrets=build_secrets(settings, clients),
         signing=signing,
         quotas=quotas,
+        audit=build_audit_log(settings, clients, clock),
     )
 
 
@@ -152,6 +154,11 @@ def build_create_once(settings: Settings, clients: AwsClients) -> CreateOnce | N
     if not settings.idempotency_table_name:  # a deployment always sets it; some tests do not
         return None
     return IdempotentCreates(clients, settings.idempotency_table_name, settings.idempotency_expiry_seconds)
+
+
+def build_audit_log(settings: Settings, clients: AwsClients, clock: Clock) -> AuditLog | None:
+    """The API's audit lines; None in a deployment without an audit log group (some tests)."""
+    return CloudWatchAuditLog(clients, settings.audit_log_group, clock) if settings.audit_log_group else None
 
 
 def build_secrets(settings: Settings, clients: AwsClients) -> KmsSecrets | None:
@@ -169,9 +176,9 @@ def build_signing(
 
 
 def build_targets(
-    settings: Settings, clients: AwsClients, clock: Clock | None = None, store: DynamoJobStore | None = None
+    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
 ) -> TargetInvoker:
-    clock = clock or SystemClock()
+    """`clock`: what a delivery's `webhook-timestamp` and a signing secret's overlap read."""
     secrets = build_secrets(settings, clients)
     signing = build_signing(settings, clients, clock, store)
     return TargetDelivery(

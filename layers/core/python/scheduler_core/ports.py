@@ -319,6 +319,12 @@ class SigningKeyRecords(Protocol):
         ...
 
 
+class AuditLog(Protocol):
+    """Where the API writes one line per mutating call: who, what, which, when."""
+
+    def record(self, entry: Mapping[str, Any]) -> None: ...
+
+
 class QuotaCounters(Protocol):
     """Per tenant, counters of what it holds (domain/quotas.py)."""
 

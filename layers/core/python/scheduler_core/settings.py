@@ -78,6 +78,8 @@ class Settings(BaseModel):
     tenant_max_jobs: int = Field(10_000, alias="TENANT_MAX_JOBS", ge=1)
     tenant_max_firings_per_minute: int = Field(6_000, alias="TENANT_MAX_FIRINGS_PER_MINUTE", ge=1)
     min_interval_seconds: int = Field(60, alias="MIN_INTERVAL_SECONDS", ge=60)
+    # The log group of the API's audit lines (one per mutating call); "": none written.
+    audit_log_group: str = Field("", alias="AUDIT_LOG_GROUP")
     # The KMS key that seals secret headers and webhook signing secrets (None: neither kept).
     secrets_key_id: str = Field("", alias="SECRETS_KEY_ID")
     # Whether HTTP targets may use http:// (CDK context `allow_http_targets`); else https only.

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
@@ -77,6 +78,10 @@ class AwsClients:
 
     def events(self, region: str | None = None) -> EventBridgeClient:
         client: EventBridgeClient = self.client("events", region)
+        return client
+
+    def logs(self) -> CloudWatchLogsClient:
+        client: CloudWatchLogsClient = self.client("logs")
         return client
 
     def kms(self) -> KMSClient:

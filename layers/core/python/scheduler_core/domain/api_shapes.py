@@ -252,8 +252,8 @@ class ErrorDetail(ResponseBody):
 class ErrorInfo(ResponseBody):
     code: str = Field(
         description="VALIDATION_ERROR (400), FORBIDDEN (403), NOT_FOUND (404), CONFLICT (409), "
-        "PRECONDITION_FAILED (412), PAYLOAD_TOO_LARGE (413), UNPROCESSABLE (422), INTERNAL_ERROR "
-        "(500) or SERVICE_UNAVAILABLE (503)."
+        "PRECONDITION_FAILED (412), PAYLOAD_TOO_LARGE (413), UNPROCESSABLE (422), QUOTA_EXCEEDED (429: "
+        "`details` names the limit), INTERNAL_ERROR (500) or SERVICE_UNAVAILABLE (503)."
     )
     message: str
     details: list[ErrorDetail]
@@ -312,6 +312,26 @@ class RunView(ResponseBody):
 class RunPage(ResponseBody):
     items: list[RunView]
     next_cursor: str | None
+
+
+class SigningSecretMade(ResponseBody):
+    """The tenant's new webhook signing secret: shown this once (docs/security.md)."""
+
+    secret: str = Field(description="whsec_ and 32 random bytes in base64: keep it where receivers verify.")
+    created_at: datetime
+    previous_expires_at: datetime | None = Field(
+        description="Until when the previous secret signs too (24 hours); null when there was none "
+        "that anyone had been shown."
+    )
+
+
+class SigningSecretState(ResponseBody):
+    """What may be shown of the tenant's signing secret: never the secret."""
+
+    created_at: datetime | None = Field(description="When the current secret was made; null: none yet.")
+    previous_expires_at: datetime | None = Field(
+        description="Until when the previous secret signs too; null when it no longer does."
+    )
 
 
 class BackfillResult(ResponseBody):

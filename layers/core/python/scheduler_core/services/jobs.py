@@ -27,7 +27,7 @@ from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger
-from scheduler_core.ports import CreateOnce, CursorNotValid, Page, Secrets
+from scheduler_core.ports import AuditLog, CreateOnce, CursorNotValid, Page, Secrets
 from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
@@ -67,6 +67,7 @@ class JobService:
         secrets: Secrets | None = None,
         signing: SigningSecrets | None = None,
         quotas: TenantQuotas | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """`workflows`: the workflows API (`self.workflows`), when this API serves one;
         `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
@@ -84,6 +85,7 @@ class JobService:
         self._signing = signing
         self.signing = signing  # the API's signing-secrets routes
         self._quotas = quotas  # None: not counted (some tests)
+        self.audit = audit  # where the API writes a line per mutating call (None: nowhere)
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._admit_request, first_firing)
         self.workflows = workflows
 
