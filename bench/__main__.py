@@ -1,7 +1,7 @@
 """`python -m bench` (`make bench`): fire lateness on the local cloud, dispatch overhead
 against a plain boto3 floor, AWS requests per run and what they cost, and start latency per
-priority when the worker's capacity is short. Prints a table per part and writes every figure as JSON. A part
-that fails is reported and the others still run."""
+priority, and per tenant, when the worker's capacity is short. Prints a table per part and
+writes every figure as JSON. A part that fails is reported and the others still run."""
 
 from __future__ import annotations
 
@@ -20,18 +20,20 @@ from bench.api_calls import measure_requests, print_requests, requests_headline
 from bench.common import interrupt, positive_int, recorded_options
 from bench.cost import cost_headline, cost_model, print_cost
 from bench.dispatch import dispatch_headline, measure_dispatch, print_dispatch
+from bench.fairness import fairness_headline, measure_fairness, print_fairness
 from bench.lateness import lateness_headline, measure_lateness, print_lateness
 from bench.priorities import measure_priorities, print_priorities, priorities_headline
 from bench.report import describe_machine, machine
 from bench.stack import BenchStack
 
-PARTS = ("lateness", "dispatch", "requests", "priorities")
+PARTS = ("lateness", "dispatch", "requests", "priorities", "fairness")
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "lateness": lateness_headline,
     "dispatch": dispatch_headline,
     "requests": requests_headline,
     "cost": cost_headline,
     "priorities": priorities_headline,
+    "fairness": fairness_headline,
 }
 
 
@@ -52,7 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--margin-seconds",
         type=float,
         default=60,
-        help="fire lateness and priorities: how long to wait for late runs after the last fire time (60)",
+        help="fire lateness, priorities and fairness: how long to wait for late runs after the last fire "
+        "time (60)",
     )
     parser.add_argument(
         "--dispatch-jobs", type=positive_int, default=200, help="dispatch overhead: due jobs per poll (200)"
@@ -70,10 +73,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--high-jobs", type=positive_int, default=30, help="priorities: HIGH jobs due in that second too (30)"
     )
     parser.add_argument(
+        "--tenant-a-jobs",
+        type=positive_int,
+        default=300,
+        help="fairness: tenant A's NORMAL one-off jobs due in the same second (300)",
+    )
+    parser.add_argument(
+        "--tenant-b-jobs",
+        type=positive_int,
+        default=10,
+        help="fairness: tenant B's NORMAL jobs due in that second too (10)",
+    )
+    parser.add_argument(
         "--target-delay-seconds",
         type=float,
         default=1.0,
-        help="priorities: the receiver answers each call this long after it arrived (1.0)",
+        help="priorities and fairness: the receiver answers each call this long after it arrived (1.0)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"), help="JSON figures")
     parser.add_argument("--only", choices=PARTS, help="run one part only")
@@ -173,6 +188,20 @@ def run(args: argparse.Namespace) -> int:
                 args.low_jobs, args.high_jobs, args.target_delay_seconds, args.margin_seconds, log
             ),
             print_priorities,
+        )
+    if "fairness" in parts:
+        log = args.out.parent / "local-cloud-fairness.log"
+        print(
+            f"\nstarting the local cloud (its output: {log}); tenant A {args.tenant_a_jobs} and tenant B "
+            f"{args.tenant_b_jobs} NORMAL jobs due in one second, targets answering after "
+            f"{args.target_delay_seconds:g} s; this part takes a few minutes…"
+        )
+        results["fairness"] = run_part(
+            "fair share between tenants",
+            lambda: measure_fairness(
+                args.tenant_a_jobs, args.tenant_b_jobs, args.target_delay_seconds, args.margin_seconds, log
+            ),
+            print_fairness,
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -19,7 +19,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess, arrivals_by_run
 from bench.report import distribution, format_ms, table
+from infra.local.api_gateway import CALLER_HEADER
 from infra.local.cloud import LocalCloud, LocalCloudOptions
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
@@ -83,7 +84,11 @@ def create_job(
     name: str = "bench-lateness",
     retry: dict[str, float] | None = None,
     priority: str | None = None,
+    caller: str | None = None,
 ) -> Created:
+    """Create one one-off job due at `at_ms` calling `target_url`. `caller`: the IAM identity
+    to create it as (the local API gateway's `X-Local-Caller`; the job's tenant), else the
+    local cloud's default caller."""
     body: dict[str, Any] = {
         "name": f"{name}-{index}",
         "schedule": {"at": iso_or_none(from_ms(at_ms))},
@@ -94,11 +99,11 @@ def create_job(
         body["retry"] = retry
     if priority is not None:
         body["priority"] = priority
+    headers = {"Content-Type": "application/json"}
+    if caller is not None:
+        headers[CALLER_HEADER] = caller
     request = urllib.request.Request(
-        f"{api_url}/v1/jobs",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
+        f"{api_url}/v1/jobs", data=json.dumps(body).encode(), headers=headers, method="POST"
     )
     started = time.monotonic()
     try:
@@ -125,6 +130,16 @@ def create_failures(created: Iterable[Created]) -> list[dict[str, Any]]:
     return [{"status": c.status, "error": c.error} for c in created if not c.run_id][:20]
 
 
+def create_each(create: Callable[[int], Created], count: int) -> list[Created]:
+    """`create(i)` for i in 0..count-1, CREATE_THREADS requests at a time, results in that
+    order (requests are sent in that order too, CREATE_THREADS in flight)."""
+    pool = ThreadPoolExecutor(CREATE_THREADS)
+    try:
+        return list(pool.map(create, range(count)))
+    finally:  # interrupted: the requests not yet sent never are
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def create_all(
     api_url: str,
     target_url: str,
@@ -133,16 +148,9 @@ def create_all(
     retry: dict[str, float] | None = None,
 ) -> list[Created]:
     """Create a job per fire time, CREATE_THREADS requests at a time."""
-    pool = ThreadPoolExecutor(CREATE_THREADS)
-    try:
-        return list(
-            pool.map(
-                lambda item: create_job(api_url, target_url, item[0], item[1], name, retry),
-                enumerate(fire_times),
-            )
-        )
-    finally:  # interrupted: the requests not yet sent never are
-        pool.shutdown(wait=True, cancel_futures=True)
+    return create_each(
+        lambda i: create_job(api_url, target_url, i, fire_times[i], name, retry), len(fire_times)
+    )
 
 
 def warm_up(api_url: str, receiver: ReceiverProcess) -> tuple[float, set[str]]:

@@ -20,18 +20,18 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench.chaos import worker_host
 from bench.lateness import (
-    CREATE_THREADS,
     CREATE_TIME_FACTOR,
     LEAD_MARGIN_SECONDS,
     Created,
     MotoProbe,
+    create_each,
     create_failures,
     create_job,
     print_probe_and_leftovers,
@@ -63,18 +63,31 @@ def interleave(low: int, high: int) -> list[str]:
 
 def create_mix(api_url: str, target_url: str, priorities: list[str], at_ms: int, name: str) -> list[Created]:
     """A job per entry of `priorities`, all due at `at_ms`, CREATE_THREADS requests at a time."""
-    pool = ThreadPoolExecutor(CREATE_THREADS)
-    try:
-        return list(
-            pool.map(
-                lambda item: create_job(
-                    api_url, target_url, item[0], at_ms, name=f"{name}-{item[1].lower()}", priority=item[1]
-                ),
-                enumerate(priorities),
-            )
-        )
-    finally:  # interrupted: the requests not yet sent never are
-        pool.shutdown(wait=True, cancel_futures=True)
+    return create_each(
+        lambda i: create_job(
+            api_url, target_url, i, at_ms, name=f"{name}-{priorities[i].lower()}", priority=priorities[i]
+        ),
+        len(priorities),
+    )
+
+
+def warm_worker(
+    api_url: str, receiver: ReceiverProcess, mix: list[str], rate: float, margin_seconds: float, name: str
+) -> set[str]:
+    """A job per entry of `mix` (priorities), all due in one second as soon as creating them
+    at `rate` (the warm-up's creates per second) allows, delivered before this returns (or
+    `margin_seconds` after their time): the worker then has about the instances that many
+    runs at once need. Returns their run ids."""
+    due_ms = due_second(time.time(), LEAD_MARGIN_SECONDS + CREATE_TIME_FACTOR * len(mix) / rate)
+    created = create_mix(api_url, receiver.url, mix, due_ms, name)
+    runs = {c.run_id for c in created if c.run_id}
+    wait_for_arrivals(receiver, runs, due_ms / 1000 + margin_seconds, settle_seconds=1)
+    return runs
+
+
+def lookahead_of(host: FunctionHost) -> int:
+    """The poller's lookahead (seconds) as the deployed functions have it."""
+    return int(host.spec.environment.get("LOOKAHEAD_SECONDS", DEFAULT_LOOKAHEAD_SECONDS))
 
 
 def priority_sources(cloud: LocalCloud, host: FunctionHost) -> dict[str, SqsEventSource]:
@@ -132,6 +145,43 @@ class Watcher(Periodic):
         }
 
 
+def group_figures(
+    created: list[Created],
+    groups: list[str],
+    group: str,
+    due_ms: int,
+    by_run: Mapping[str, list[Arrival]],
+) -> dict[str, Any]:
+    """One group's runs (those created for the entries of `groups` equal to `group`; a
+    priority, a tenant), all due at `due_ms`: start latency of each run's first delivery,
+    missed and duplicated runs, first deliveries per second after the due time."""
+    runs = {c.run_id for c in created if c.run_id and groups[c.index] == group}
+    latency: list[float] = []
+    wrong_scheduled_for = 0
+    per_second: Counter[int] = Counter()
+    for run_id in runs:
+        if run_id not in by_run:
+            continue
+        first = by_run[run_id][0]
+        scheduled_ms = to_ms(datetime.fromisoformat(first.scheduled_for))
+        wrong_scheduled_for += scheduled_ms != due_ms
+        latency.append(first.arrived_ms - scheduled_ms)
+        per_second[max(0, int((first.arrived_ms - due_ms) // 1000))] += 1
+    last_second = max(per_second, default=-1)
+    return {
+        "jobs_planned": sum(1 for g in groups if g == group),
+        "jobs_created": len(runs),
+        "start_latency_ms": distribution(latency, (50, 95)),
+        "missed": sum(1 for r in runs if r not in by_run),
+        "duplicated_runs": sum(1 for r in runs if len(by_run.get(r, [])) > 1),
+        "extra_deliveries": sum(max(0, len(by_run.get(r, [])) - 1) for r in runs),
+        "early": sum(1 for v in latency if v < 0),
+        "wrong_scheduled_for": wrong_scheduled_for,
+        "claimed_at_create": sum(1 for c in created if c.run_id in runs and c.claimed_at_create),
+        "arrivals_per_second": [per_second[s] for s in range(last_second + 1)],
+    }
+
+
 def summarize(
     created: list[Created], priorities: list[str], due_ms: int, arrivals: list[Arrival]
 ) -> dict[str, Any]:
@@ -140,33 +190,7 @@ def summarize(
     by_run = arrivals_by_run(arrivals)
     priority_of = {c.run_id: priorities[c.index] for c in created if c.run_id}
     first_ms = {run_id: arrivals_[0].arrived_ms for run_id, arrivals_ in by_run.items()}
-    figures: dict[str, Any] = {}
-    for priority in MEASURED:
-        runs = {run_id for run_id, p in priority_of.items() if p == priority}
-        latency: list[float] = []
-        wrong_scheduled_for = 0
-        per_second: Counter[int] = Counter()
-        for run_id in runs:
-            if run_id not in by_run:
-                continue
-            first = by_run[run_id][0]
-            scheduled_ms = to_ms(datetime.fromisoformat(first.scheduled_for))
-            wrong_scheduled_for += scheduled_ms != due_ms
-            latency.append(first.arrived_ms - scheduled_ms)
-            per_second[max(0, int((first.arrived_ms - due_ms) // 1000))] += 1
-        last_second = max(per_second, default=-1)
-        figures[priority] = {
-            "jobs_planned": sum(1 for p in priorities if p == priority),
-            "jobs_created": len(runs),
-            "start_latency_ms": distribution(latency, (50, 95)),
-            "missed": sum(1 for r in runs if r not in by_run),
-            "duplicated_runs": sum(1 for r in runs if len(by_run.get(r, [])) > 1),
-            "extra_deliveries": sum(max(0, len(by_run.get(r, [])) - 1) for r in runs),
-            "early": sum(1 for v in latency if v < 0),
-            "wrong_scheduled_for": wrong_scheduled_for,
-            "claimed_at_create": sum(1 for c in created if c.run_id in runs and c.claimed_at_create),
-            "arrivals_per_second": [per_second[s] for s in range(last_second + 1)],
-        }
+    figures = {p: group_figures(created, priorities, p, due_ms, by_run) for p in MEASURED}
     high_p95 = figures["HIGH"]["start_latency_ms"]["p95"]
     low_p50 = figures["LOW"]["start_latency_ms"]["p50"]
     all_once = all(figures[p]["missed"] == 0 and figures[p]["duplicated_runs"] == 0 for p in MEASURED)
@@ -214,21 +238,20 @@ def measure_priorities(
 
             # The worker's instances: HIGH as measured, LOW at its full concurrency, together.
             low_warm_up = capacity["LOW"]["batch_size"] * capacity["LOW"]["max_concurrency"]
-            pool_mix = interleave(low_warm_up, high_jobs)
-            pool_due_ms = due_second(
-                time.time(), LEAD_MARGIN_SECONDS + CREATE_TIME_FACTOR * len(pool_mix) / rate
+            pool_runs = warm_worker(
+                cloud.api_url,
+                receiver,
+                interleave(low_warm_up, high_jobs),
+                rate,
+                margin_seconds,
+                "bench-priorities-warm-up",
             )
-            pool_created = create_mix(
-                cloud.api_url, receiver.url, pool_mix, pool_due_ms, "bench-priorities-warm-up"
-            )
-            pool_runs = {c.run_id for c in pool_created if c.run_id}
-            wait_for_arrivals(receiver, pool_runs, pool_due_ms / 1000 + margin_seconds, settle_seconds=1)
             warm_instances = host.instances
 
             mix = interleave(low_jobs, high_jobs)
             drain_seconds = low_jobs * delay_seconds / capacity["LOW"]["max_concurrency"]
             # Beyond the lookahead: created without a claim (fast), claimed by the next poll.
-            lookahead_seconds = int(host.spec.environment.get("LOOKAHEAD_SECONDS", DEFAULT_LOOKAHEAD_SECONDS))
+            lookahead_seconds = lookahead_of(host)
             due_ms = due_second(time.time(), lookahead_seconds + LEAD_MARGIN_SECONDS)
             watcher = Watcher(host, {s.queue_arn: p for p, s in sources.items()})
             cloud.observe_batches(watcher.observe)
@@ -285,23 +308,7 @@ def print_priorities(result: dict[str, Any]) -> None:
         )
         + f"; worker concurrency {result['worker_concurrency']}"
     )
-    rows = []
-    for priority in MEASURED:
-        figures = result["by_priority"][priority]
-        stats = figures["start_latency_ms"]
-        rows.append(
-            [
-                priority,
-                f"{stats['count']}/{figures['jobs_planned']}",
-                stats["p50"],
-                stats["p95"],
-                stats["max"],
-                stats["min"],
-                figures["missed"],
-                figures["duplicated_runs"],
-            ]
-        )
-    print(table(["start latency ms", "runs", "p50", "p95", "max", "min", "missed", "duplicated"], rows))
+    print_latency_table(result["by_priority"], MEASURED)
     high, low = result["by_priority"]["HIGH"], result["by_priority"]["LOW"]
     verdict = "met" if result["goal_high_p95_below_low_p50"] else "NOT met"
     print(
@@ -309,11 +316,7 @@ def print_priorities(result: dict[str, Any]) -> None:
         f"{format_ms(low['start_latency_ms']['p50'])}); every run delivered exactly once: "
         f"{'yes' if result['every_run_delivered_once'] else 'NO'}"
     )
-    print("  first deliveries per second after the due time:")
-    for priority in MEASURED:
-        counts = result["by_priority"][priority]["arrivals_per_second"]
-        shown = " ".join(str(n) for n in counts[:HISTOGRAM_SECONDS])
-        print(f"    {priority:<4} {shown}{' …' if len(counts) > HISTOGRAM_SECONDS else ''}")
+    print_arrivals_per_second(result["by_priority"], MEASURED)
     worker = result["worker"]
     sizes = "; ".join(
         f"{p} {n} ({', '.join(f'{k}×{size}' for size, k in worker['batch_sizes'][p].items())})"
@@ -341,6 +344,36 @@ def print_priorities(result: dict[str, Any]) -> None:
         f"{len(r['create_failures'])}"
     )
     print_probe_and_leftovers(result, "the due time")
+
+
+def print_latency_table(by_group: Mapping[str, Mapping[str, Any]], groups: tuple[str, ...]) -> None:
+    """A row per group (`group_figures`): its start latency, missed and duplicated runs."""
+    rows = []
+    for group in groups:
+        figures = by_group[group]
+        stats = figures["start_latency_ms"]
+        rows.append(
+            [
+                group,
+                f"{stats['count']}/{figures['jobs_planned']}",
+                stats["p50"],
+                stats["p95"],
+                stats["max"],
+                stats["min"],
+                figures["missed"],
+                figures["duplicated_runs"],
+            ]
+        )
+    print(table(["start latency ms", "runs", "p50", "p95", "max", "min", "missed", "duplicated"], rows))
+
+
+def print_arrivals_per_second(by_group: Mapping[str, Mapping[str, Any]], groups: tuple[str, ...]) -> None:
+    """Each group's first deliveries per second after the due time (`group_figures`)."""
+    print("  first deliveries per second after the due time:")
+    for group in groups:
+        counts = by_group[group]["arrivals_per_second"]
+        shown = " ".join(str(n) for n in counts[:HISTOGRAM_SECONDS])
+        print(f"    {group:<4} {shown}{' …' if len(counts) > HISTOGRAM_SECONDS else ''}")
 
 
 def priorities_headline(result: dict[str, Any]) -> str:
