@@ -91,7 +91,11 @@ class SqsEventSource:
             if not messages:
                 self._slots.release()
                 continue
-            self._pool.submit(self._deliver, messages)
+            try:
+                self._pool.submit(self._deliver, messages)
+            except RuntimeError:  # stopped while receiving: they come back after their visibility timeout
+                self._slots.release()
+                return
 
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
         try:
