@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Acknowledgment, Aws, Duration, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Aws, Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -51,7 +51,9 @@ class Api(Construct):
         store: JobStore,
         queues: SchedulerQueues,
         keys: StackKeys,
+        worker_role_arn: str,
     ) -> None:
+        """`worker_role_arn`: the worker's role, which a tenant's execution role must trust."""
         super().__init__(scope, construct_id)
         # One line per mutating call (tenant, action, id, request id), apart from the
         # function's own logs: kept a year, readable without the rest (docs/security.md).
@@ -72,7 +74,7 @@ class Api(Construct):
             # A job's target is checked at create as the worker's IAM grants and deny allow.
             environment={
                 **shared_environment(config, store, queues),
-                **target_check_environment(self, config),
+                **target_check_environment(self, config, worker_role_arn),
                 **target_reach_environment(config),
                 "SECRETS_KEY_ID": keys.secrets.key_arn,
                 "AUDIT_LOG_GROUP": self.audit_logs.log_group_name,
@@ -113,6 +115,24 @@ class Api(Construct):
         # Seals secret headers and tenants' signing secrets; never opens one (docs/security.md).
         # It opens a tenant's signing secrets to rotate them (the previous one signs on).
         self.function.allow(actions=["kms:Encrypt", "kms:Decrypt"], resources=[keys.secrets.key_arn])
+        # Reads the trust policy of a target's execution role in this account (GetRole), to
+        # refuse at create a role that does not let the worker in for the tenant.
+        stack = Stack.of(self)
+        roles = stack.format_arn(
+            service="iam",
+            region="",
+            resource="role",
+            resource_name="*",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        self.function.allow(actions=["iam:GetRole"], resources=[roles])
+        Validations.of(self.function.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*]",
+                reason="A job's execution role is any role of the account a tenant names; GetRole reads "
+                'its trust policy only (docs/security.md, "Execution roles").',
+            )
+        )
         # Its audit lines: a stream per instance, written to, never read or removed.
         self.function.allow(
             actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.audit_logs.log_group_arn]

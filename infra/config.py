@@ -127,7 +127,8 @@ def shards_needed(runs_per_minute: int, claim_parallelism: int) -> int:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Every context setting of the stack. `None` target ARNs mean any in the account and region."""
+    """Every context setting of the stack. The target ARN patterns are the targets offered to
+    every tenant without an execution role of its own (empty: none, the default)."""
 
     shards: int
     lookahead_seconds: int
@@ -138,10 +139,10 @@ class SchedulerConfig:
     run_retention_days: int
     log_level: str
     queue_capacity: Mapping[str, QueueCapacity]
-    target_queue_arns: tuple[str, ...] | None
-    target_topic_arns: tuple[str, ...] | None
-    target_event_bus_arns: tuple[str, ...] | None
-    target_function_arns: tuple[str, ...] | None
+    target_queue_arns: tuple[str, ...]
+    target_topic_arns: tuple[str, ...]
+    target_event_bus_arns: tuple[str, ...]
+    target_function_arns: tuple[str, ...]
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
     table_capacity: TableCapacity = field(default_factory=lambda: ON_DEMAND)
@@ -404,10 +405,14 @@ def _cidr_list(value: Any) -> tuple[str, ...]:
     return tuple(cidrs)
 
 
-def _arn_list(node: Node, key: str) -> tuple[str, ...] | None:
+def _arn_list(node: Node, key: str) -> tuple[str, ...]:
     value = node.try_get_context(key)
     if value is None:
-        return None
+        # null once meant "any of the account and region": that is now spelt out, on purpose.
+        raise ConfigError(
+            f"context {key} must be a list of ARN patterns offered to every tenant ([] for none, the "
+            'default; e.g. ["arn:aws:sqs:eu-west-1:123456789012:shared-*"]), got null'
+        )
     arns = _json_value(key, value)
     if not isinstance(arns, list) or not all(isinstance(arn, str) for arn in arns):
         raise ConfigError(f"context {key} must be a list of ARNs, got {value!r}")

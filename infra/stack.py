@@ -63,6 +63,7 @@ class SchedulerStack(Stack):
             store=self.store,
             queues=self.queues,
             keys=self.keys,
+            worker_role_arn=self.workers.function.role.role_arn,
         )
         Alarms(
             self,
@@ -75,6 +76,12 @@ class SchedulerStack(Stack):
             },
         )
         CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the API; paths start at /v1")
+        CfnOutput(
+            self,
+            output_key("WORKER_ROLE_ARN"),
+            value=self.workers.function.role.role_arn,
+            description="The role a tenant's execution role must trust (docs/security.md)",
+        )
         # The settings all functions share (tables, queues, the DLQ, shards, timers), one output
         # each, so that operator tools (`make redrive`) act exactly as the functions do.
         for variable, value in shared_environment(config, self.store, self.queues).items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Aws, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
@@ -21,6 +21,9 @@ from infra.keys import StackKeys
 from infra.layers import SharedLayers
 from infra.queues import SchedulerQueues
 from infra.targets import TARGET_GRANTS, TargetGrant, target_reach_environment
+
+# Every role of every account, in the stack's partition: what a tenant may name.
+ANY_ROLE = f"arn:{Aws.PARTITION}:iam::*:role/*"
 
 
 class Workers(Construct):
@@ -62,6 +65,8 @@ class Workers(Construct):
                 "SECRETS_KEY_ID": keys.secrets.key_arn,
             },
         )
+        # Named in a run's error when a tenant's execution role does not trust it.
+        self.function.function.add_environment("WORKER_ROLE_ARN", self.function.role.role_arn)
         # Reads a job and its run together (BatchGetItem), moves runs with conditional updates
         # (start, heartbeat, finish, retry), completes jobs; puts a workflow task's run when
         # its upstream tasks release it (if absent). The run item is its own idempotency
@@ -108,11 +113,28 @@ class Workers(Construct):
             "(context queue_capacity), the weights of the three priorities.",
         )
 
-        # Job targets (DESIGN §7) are chosen at run time; by default any resource of the kind
-        # in this account and region. One action per kind, the one its delivery calls. The api
-        # gets the same patterns and refuses a target outside them at create.
+        # A target with an execution role is called as that role (docs/security.md): the worker
+        # may assume any role, always with an external id (the tenant's, which the role's trust
+        # policy must name). It holds no permission on targets of its own, but for the shared
+        # ones the operator lists (CDK context `target_*_arns`, empty by default): one action
+        # per kind, the one its delivery calls. The api checks targets against the same lists.
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["sts:AssumeRole"],
+                resources=[ANY_ROLE],
+                conditions={"Null": {"sts:ExternalId": "false"}},
+            )
+        )
+        Validations.of(self.function.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]",
+                reason="A job's execution role is any role a tenant names, of any account: its trust "
+                "policy decides, and the worker assumes it only with the tenant's external id (the "
+                "statement's condition requires one).",
+            )
+        )
         for grant in TARGET_GRANTS:
-            self._allow_targets(grant, config)
+            self._allow_shared_targets(grant, config)
         # ... but never this stack's own functions, whatever the grant above allows: an event
         # shaped as an API Gateway request would act as any tenant the job's payload names, one
         # shaped as an SQS batch would feed the worker forged run messages. Every function of
@@ -134,25 +156,13 @@ class Workers(Construct):
             )
         )
 
-    def _allow_targets(self, grant: TargetGrant, config: SchedulerConfig) -> None:
-        configured = grant.configured(config)
-        if configured == ():
+    def _allow_shared_targets(self, grant: TargetGrant, config: SchedulerConfig) -> None:
+        resources = grant.patterns(config)
+        if not resources:
             return
-        resources = grant.patterns(self, config)
-        if configured is None:
-            service, resource = grant.service, grant.default_resource
-            # The same ARN as cdk-nag prints it in its finding.
-            wildcards = [f"arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:{resource}"]
-            why = (
-                f"Job targets are chosen at run time by API callers, so by default the worker may "
-                f"{grant.action} to any such resource in its own account and region (never another "
-                f"account's). Narrow it with the CDK context '{grant.context_key}'."
-            )
-        else:
-            wildcards = [arn for arn in resources if "*" in arn]
-            why = f"The deployer chose these target ARN patterns in the CDK context '{grant.context_key}'."
         self.function.allow(actions=[grant.action], resources=resources)
-        for arn in wildcards:
+        why = f"The operator offers these targets to every tenant in the CDK context '{grant.context_key}'."
+        for arn in (arn for arn in resources if "*" in arn):
             Validations.of(self.function.role).acknowledge(
                 Acknowledgment(id=f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn}]", reason=why)
             )

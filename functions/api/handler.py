@@ -105,8 +105,10 @@ app.use(middlewares=[_audited])
 _ERRORS = {
     400: "Malformed: a body that is not UTF-8 JSON, an unknown or missing field, a bad value, "
     "query parameter, header or cursor; `details` names each field.",
-    403: "The request carries no IAM identity. (A route that does not exist, or an unsigned "
-    "request, gets API Gateway's own 403 `Missing Authentication Token` instead.)",
+    403: "The request carries no IAM identity; or a target's `role_arn` names a role of the "
+    "scheduler's account that does not let the scheduler assume it for the caller (FORBIDDEN, "
+    "`details` naming target.role_arn). (A route that does not exist, or an unsigned request, gets "
+    "API Gateway's own 403 `Missing Authentication Token` instead.)",
     404: "No such job, workflow or run (or another tenant's).",
     409: "The job or workflow is cancelled or completed, the run is not in a state this needs, "
     "or it kept changing while the request ran (try again).",

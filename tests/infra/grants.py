@@ -18,9 +18,15 @@ def role_id(synthesis: Synthesis, function: str) -> str:
     return role
 
 
+# The one condition a grant may carry: the worker assumes a tenant's execution role only with
+# an external id (the tenant's: docs/security.md, "Execution roles").
+EXTERNAL_ID_REQUIRED = {"Null": {"sts:ExternalId": "false"}}
+
+
 def grants_of(synthesis: Synthesis, function: str, effect: str = "Allow") -> dict[str, set[str]]:
     """Action → the resources (as JSON text) the function's role may use it on (or, with
-    effect "Deny", may never use it on)."""
+    effect "Deny", may never use it on). No statement carries a condition, but for
+    sts:AssumeRole, which carries exactly `EXTERNAL_ID_REQUIRED`."""
     role = {"Ref": role_id(synthesis, function)}
     grants: dict[str, set[str]] = defaultdict(set)
     for policy in synthesis.resources("AWS::IAM::Policy").values():
@@ -28,7 +34,11 @@ def grants_of(synthesis: Synthesis, function: str, effect: str = "Allow") -> dic
             continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert statement["Effect"] in ("Allow", "Deny")
-            assert "Condition" not in statement
+            if "Condition" in statement:
+                assert (statement["Action"], statement["Condition"]) == (
+                    "sts:AssumeRole",
+                    EXTERNAL_ID_REQUIRED,
+                )
             if statement["Effect"] != effect:
                 continue
             for action in as_list(statement["Action"]):

@@ -37,10 +37,11 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
         "NORMAL": (10, 10),
         "LOW": (10, 4),
     }
-    assert config.target_queue_arns is None
-    assert config.target_topic_arns is None
-    assert config.target_event_bus_arns is None
-    assert config.target_function_arns is None
+    # No target offered to every tenant: each names an execution role of its own.
+    assert config.target_queue_arns == ()
+    assert config.target_topic_arns == ()
+    assert config.target_event_bus_arns == ()
+    assert config.target_function_arns == ()
     assert config.table_capacity.mode == "ON_DEMAND"
     assert config.target_runs_per_minute is None
     assert not config.table_capacity.provisioned

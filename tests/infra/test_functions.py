@@ -36,6 +36,7 @@ TARGET_CHECK_ENVIRONMENT = {
     "TARGET_TOPIC_ARNS",
     "TARGET_EVENT_BUS_ARNS",
     "TARGET_FUNCTION_ARNS",
+    "WORKER_ROLE_ARN",
 }
 # What HTTP targets may reach (the api checks, the worker connects) and the secrets key.
 TARGET_REACH_ENVIRONMENT = {"TARGET_PRIVATE_CIDRS", "ALLOW_HTTP_TARGETS", "SECRETS_KEY_ID"}
@@ -47,7 +48,7 @@ EXPECTED_ENVIRONMENT = {
     | QUOTA_ENVIRONMENT
     | {"IDEMPOTENCY_TABLE_NAME", "AUDIT_LOG_GROUP"},
     "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM"},
-    "worker": SHARED_ENVIRONMENT | TARGET_REACH_ENVIRONMENT | {"RUN_LEASE_SECONDS"},
+    "worker": SHARED_ENVIRONMENT | TARGET_REACH_ENVIRONMENT | {"RUN_LEASE_SECONDS", "WORKER_ROLE_ARN"},
 }
 
 
@@ -148,7 +149,7 @@ def test_the_shared_settings_are_stack_outputs_named_after_them(synthesis: Synth
     outputs = {
         output_variable(key): output["Value"]
         for key, output in synthesis.template.find_outputs("*").items()
-        if key != "ApiUrl"
+        if key not in ("ApiUrl", "WorkerRoleArn")
     }
     assert set(outputs) == SHARED_ENVIRONMENT
     for name in EXPECTED_ENVIRONMENT:

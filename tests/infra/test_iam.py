@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tests.infra.conftest import NARROWED_FUNCTIONS, NARROWED_TOPIC, Synthesis
-from tests.infra.grants import arn_of, as_list, grants_of, role_id
+from tests.infra.grants import EXTERNAL_ID_REQUIRED, arn_of, as_list, grants_of, role_id
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 ESM_ACTIONS = {
@@ -55,9 +55,11 @@ def test_every_function_has_a_role_of_its_own_without_managed_policies(synthesis
     assert len(set(roles.values())) == 3
     template_text = json.dumps(synthesis.template.to_json())
     all_roles = synthesis.resources("AWS::IAM::Role")
+    # Referenced by its function only; the worker's also where it is named as the role a
+    # tenant's execution role must trust: its own and the api's environment, a stack output.
+    references = {"api": 1, "poller": 1, "worker": 4}
     for name, role in roles.items():
-        # Referenced by its function (and its own policy) only.
-        assert template_text.count(json.dumps({"Fn::GetAtt": [role, "Arn"]})) == 1, name
+        assert template_text.count(json.dumps({"Fn::GetAtt": [role, "Arn"]})) == references[name], name
         assert "ManagedPolicyArns" not in all_roles[role]["Properties"], name
         assert all_roles[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
             {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}
@@ -161,27 +163,53 @@ def _in_this_account(service: str, resource: str) -> str:
     return json.dumps(arn, sort_keys=True)
 
 
-def test_worker_consumes_the_priority_queues_and_sends_retries_dead_letters_and_to_targets(
+def test_worker_consumes_the_priority_queues_and_sends_retries_and_dead_letters_there_only(
     synthesis: Synthesis,
 ) -> None:
     queues = _priority_queues(synthesis)
     grants = _actions(grants_of(synthesis, "worker"), "sqs")
     assert {action: grants[action] for action in ESM_ACTIONS} == {action: queues for action in ESM_ACTIONS}
-    # The default target pattern: any queue of this account and region, none of another's.
-    target_queues = _in_this_account("sqs", "*")
-    assert grants["sqs:SendMessage"] == queues | {_dead_letter_queue(synthesis), target_queues}
+    # No target queue by default (context `target_queue_arns` is []): its own queues only.
+    assert grants["sqs:SendMessage"] == queues | {_dead_letter_queue(synthesis)}
     assert set(grants) == ESM_ACTIONS | {"sqs:SendMessage"}
 
 
-def test_worker_may_deliver_to_any_topic_event_bus_and_function_of_its_account_and_region(
+def test_worker_has_no_target_permission_of_its_own_by_default_but_assumes_roles_with_an_external_id(
     synthesis: Synthesis,
 ) -> None:
-    """The defaults (context `target_topic_arns`, `target_event_bus_arns`,
-    `target_function_arns` unset): one action per target kind, never another account's."""
+    """Context `target_*_arns` empty (the default): no sns:Publish, events:PutEvents or
+    lambda:InvokeFunction at all; sts:AssumeRole on any role, on the condition that an
+    external id is sent (grants_of checks the condition: `EXTERNAL_ID_REQUIRED`)."""
     grants = grants_of(synthesis, "worker")
-    assert _actions(grants, "sns") == {"sns:Publish": {_in_this_account("sns", "*")}}
-    assert _actions(grants, "events") == {"events:PutEvents": {_in_this_account("events", "event-bus/*")}}
-    assert _actions(grants, "lambda") == {"lambda:InvokeFunction": {_in_this_account("lambda", "function:*")}}
+    assert _actions(grants, "sns") == _actions(grants, "events") == _actions(grants, "lambda") == {}
+    any_role = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::*:role/*"]]}
+    assert _actions(grants, "sts") == {"sts:AssumeRole": {json.dumps(any_role, sort_keys=True)}}
+    [statement] = [
+        statement
+        for _, statement in _identity_statements(synthesis)
+        if "sts:AssumeRole" in as_list(statement["Action"])
+    ]
+    assert statement["Condition"] == EXTERNAL_ID_REQUIRED
+    for name in ("api", "poller"):
+        assert _actions(grants_of(synthesis, name), "sts") == {}
+
+
+def test_the_api_may_read_the_roles_of_its_account_and_knows_the_worker_role(synthesis: Synthesis) -> None:
+    """GetRole, to read an execution role's trust policy at create (same account only)."""
+    roles = {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/*"]]
+    }
+    assert _actions(grants_of(synthesis, "api"), "iam") == {
+        "iam:GetRole": {json.dumps(roles, sort_keys=True)}
+    }
+    for name in ("poller", "worker"):
+        assert _actions(grants_of(synthesis, name), "iam") == {}
+    worker_role = {"Fn::GetAtt": [role_id(synthesis, "worker"), "Arn"]}
+    for name in ("api", "worker"):
+        assert (
+            synthesis.function(name)["Properties"]["Environment"]["Variables"]["WORKER_ROLE_ARN"]
+            == worker_role
+        )
 
 
 def test_worker_may_never_invoke_the_functions_of_its_own_stack(synthesis: Synthesis) -> None:
@@ -244,15 +272,16 @@ def _api_target_patterns(synthesis: Synthesis) -> dict[str, set[str]]:
 
 
 def test_the_api_checks_targets_against_exactly_the_worker_grants(synthesis: Synthesis) -> None:
-    """A target the grants do not reach is a 400 at create, not an AccessDenied at run time."""
+    """A target without a role that the grants do not reach is a 400 at create, not an
+    AccessDenied at run time. By default there is none: every target needs a role."""
     assert (
         _api_target_patterns(synthesis)
         == _target_grants(synthesis)
         == {
-            "sqs:SendMessage": {"arn:aws:sqs:eu-west-1:123456789012:*"},
-            "sns:Publish": {"arn:aws:sns:eu-west-1:123456789012:*"},
-            "events:PutEvents": {"arn:aws:events:eu-west-1:123456789012:event-bus/*"},
-            "lambda:InvokeFunction": {"arn:aws:lambda:eu-west-1:123456789012:function:*"},
+            "sqs:SendMessage": set(),
+            "sns:Publish": set(),
+            "events:PutEvents": set(),
+            "lambda:InvokeFunction": set(),
         }
     )
     api = synthesis.function("api")["Properties"]["Environment"]["Variables"]
@@ -319,6 +348,17 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         # Seals secret headers and signing secrets; opens a tenant's to rotate them.
         "kms:Encrypt": {secrets},
         "kms:Decrypt": {secrets},
+        # Reads an execution role's trust policy at create.
+        "iam:GetRole": {
+            json.dumps(
+                {
+                    "Fn::Join": [
+                        "",
+                        ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/*"],
+                    ]
+                }
+            )
+        },
     }
     assert dict(grants_of(narrowed, "poller")) == own("poller") | {
         "dynamodb:GetItem": {jobs},
@@ -338,13 +378,18 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "sns:Publish": {json.dumps(NARROWED_TOPIC)},
         "lambda:InvokeFunction": {json.dumps(NARROWED_FUNCTIONS)},
         "kms:Decrypt": {secrets},  # opens secret headers and signing secrets at call time
+        # Tenants' execution roles, only with an external id (`EXTERNAL_ID_REQUIRED`).
+        "sts:AssumeRole": {
+            json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::*:role/*"]]})
+        },
     }
 
 
-def test_worker_grants_one_action_per_target_kind(synthesis: Synthesis) -> None:
+def test_worker_grants_one_action_per_listed_target_kind(narrowed: Synthesis) -> None:
+    """Only the kinds the context lists (a topic, functions), with the one action each calls."""
     target_actions = {
         action
-        for action in grants_of(synthesis, "worker")
+        for action in grants_of(narrowed, "worker")
         if action.split(":")[0] in {"sns", "events", "lambda"}
     }
-    assert target_actions == {"sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}
+    assert target_actions == {"sns:Publish", "lambda:InvokeFunction"}

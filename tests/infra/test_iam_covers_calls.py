@@ -54,7 +54,7 @@ from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
 from tests.infra.grants import arn_of, grants_of
-from tests.support.events import LambdaContext, api_event, sqs_event
+from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
 from tests.support.faults import DiesAtTheCall, WorkerDied
 from tests.support.harness import (
     IDEMPOTENCY_TABLE,
@@ -91,6 +91,8 @@ IDEMPOTENCY = "the idempotency table"
 DEAD_LETTERS = "the dead-letter queue"
 SECRETS_KEY = "the secrets key"
 AUDIT_LOGS = "the audit log group"
+ROLES_OF_THE_ACCOUNT = "a role of the stack's account"
+ANY_ROLE = "a role of any account"
 
 
 def index_of(table: str, index: str) -> str:
@@ -147,11 +149,16 @@ def needs_of(service: str, operation: str, params: Mapping[str, Any], names: Map
     if service == "kms":
         key = str(params.get("KeyId", ""))
         return {Need(called, called, names.get(key, f"a key {key!r}, not the stack's"))}
+    if service == "iam" and operation == "GetRole":  # a role's trust policy (same account)
+        return {Need(called, called, ROLES_OF_THE_ACCOUNT)}
+    if service == "sts" and operation == "AssumeRole":  # a tenant's execution role
+        return {Need(called, called, ANY_ROLE)}
     return {
         Need(
             called,
             called,
-            f"something of {service} (this test maps only DynamoDB, SQS, KMS and CloudWatch Logs calls)",
+            f"something of {service} (this test maps only DynamoDB, SQS, KMS, CloudWatch Logs, "
+            "iam:GetRole and sts:AssumeRole calls)",
         )
     }
 
@@ -408,6 +415,36 @@ def workflows(s: Scheduler, receiver: WebhookReceiver, monkeypatch: pytest.Monke
     assert len(s.ok("GET", f"/v1/workflows/{workflow_id}/runs")["items"]) == 2
 
 
+def execution_roles(s: Scheduler) -> None:
+    """A job to a queue through the tenant's execution role: the api reads the role's trust
+    policy (GetRole), the worker assumes it (AssumeRole) and sends as the role, whose call is
+    the role's to be allowed, not the worker's (its client is not the worker's: not recorded)."""
+    clock = s.clock
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": s.settings.worker_role_arn},
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"sts:ExternalId": ALICE}},
+            }
+        ],
+    }
+    role = s.aws.client("iam").create_role(
+        RoleName="alice-delivery", AssumeRolePolicyDocument=json.dumps(trust)
+    )
+    queue = s.aws.sqs().create_queue(QueueName="alice-orders")["QueueUrl"]
+    fire_at = clock.now() + timedelta(seconds=5)
+    target = {"type": "SQS", "queue_url": queue, "role_arn": role["Role"]["Arn"]}
+    job = s.ok(
+        "POST", "/v1/jobs", {"name": "as-alice", "schedule": {"at": iso(fire_at)}, "target": target}, 201
+    )
+    clock.move_to(fire_at)
+    s.deliver()
+    assert [run["status"] for run in s.runs(job["job_id"])] == ["SUCCEEDED"]
+
+
 def dying_worker(s: Scheduler) -> RunExecutor:
     """The worker, on its own clients, dying at its target call (before calling)."""
     clients = s.clients["worker"]
@@ -496,6 +533,7 @@ def recorded() -> dict[str, set[Need]]:
         workflows(s, receiver, monkeypatch)
         lease_expired_on_its_last_attempt(s, receiver)
         early_message(s, receiver)
+        execution_roles(s)
     return {name: set(log.needs[name]) for name in FUNCTIONS}
 
 
@@ -518,6 +556,15 @@ def template_arns(synthesis: Synthesis) -> dict[str, str]:
         DEAD_LETTERS: arn_of(synthesis.logical_id(stack.queues.dead_letter_queue)),
         SECRETS_KEY: arn_of(synthesis.logical_id(stack.keys.secrets)),
         AUDIT_LOGS: arn_of(synthesis.logical_id(stack.api.audit_logs)),
+        ROLES_OF_THE_ACCOUNT: json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/*"],
+                ]
+            }
+        ),
+        ANY_ROLE: json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::*:role/*"]]}),
     }
 
 
@@ -581,6 +628,7 @@ EXERCISED = {
         ("UpdateItem", "dynamodb:UpdateItem", IDEMPOTENCY),
         ("DeleteItem", "dynamodb:DeleteItem", IDEMPOTENCY),
         ("sqs:SendMessageBatch", "sqs:SendMessage", queue_of("NORMAL")),
+        ("iam:GetRole", "iam:GetRole", ROLES_OF_THE_ACCOUNT),  # an execution role's trust policy
     ),
     "poller": _calls(
         ("Query", "dynamodb:Query", index_of(JOBS, DUE_INDEX)),
@@ -601,6 +649,7 @@ EXERCISED = {
         ("sqs:SendMessageBatch", "sqs:SendMessage", queue_of("NORMAL")),  # retries, released tasks
         ("sqs:SendMessage", "sqs:SendMessage", DEAD_LETTERS),  # attempts spent
         ("sqs:ChangeMessageVisibility", "sqs:ChangeMessageVisibility", queue_of("NORMAL")),  # too early
+        ("sts:AssumeRole", "sts:AssumeRole", ANY_ROLE),  # a tenant's execution role
     ),
 }
 

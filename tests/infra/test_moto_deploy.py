@@ -101,9 +101,14 @@ def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> Non
         "123456789012",
     )
     assert api.function_name_prefix == "ServerlessScheduler-"
-    assert api.target_queue_arns == ("arn:aws:sqs:us-east-1:123456789012:*",)
-    assert api.target_function_arns == ("arn:aws:lambda:us-east-1:123456789012:function:*",)
-    build_target_access(api).check(SnsTarget(type="SNS", topic_arn="arn:aws:sns:us-east-1:123456789012:t"))
+    assert (api.target_queue_arns, api.target_function_arns) == ((), ())  # no shared targets
+    # The worker's role, resolved: what a tenant's execution role must trust.
+    assert re.fullmatch(r"arn:aws:iam::123456789012:role/[\w+=,.@-]+", api.worker_role_arn)
+    worker = Settings.from_env(names["ServerlessScheduler-worker"]["Environment"]["Variables"])
+    assert worker.worker_role_arn == api.worker_role_arn == outputs["WorkerRoleArn"]
+    topic = "arn:aws:sns:us-east-1:123456789012:t"
+    role = "arn:aws:iam::123456789012:role/tenant-delivery"
+    build_target_access(api).check(SnsTarget(type="SNS", topic_arn=topic, role_arn=role))
     assert _skipped(caught) == set(SKIPPED_BY_MOTO)
 
 

@@ -198,6 +198,14 @@ def test_the_stack_lookup_reads_every_shared_setting_from_the_outputs(
         "allow_http_targets",
         "secrets_key_id",
         "audit_log_group",
+        "stack_partition",
+        "stack_region",
+        "stack_account_id",
+        "target_queue_arns",
+        "target_topic_arns",
+        "target_event_bus_arns",
+        "target_function_arns",
+        "worker_role_arn",
     }
     assert found.model_dump(include={*Settings.model_fields} - theirs) == (
         in_process_cloud.settings.model_dump(include={*Settings.model_fields} - theirs)

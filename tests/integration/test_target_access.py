@@ -1,7 +1,8 @@
 """The API refuses, at create and at change, a target the worker could not or must not reach:
-the scheduler's own queues and functions however they are written, and ARNs outside what the
-deployment's IAM grants allow (another region, another account, another name). A 400 naming
-the field and saying what to do, instead of a run that fails with AccessDenied."""
+the scheduler's own queues and functions however they are written, and, for a target without
+an execution role, ARNs outside what the deployment offers every tenant (another region,
+another account, another name). A 400 naming the field and saying what to do, instead of a
+run that fails with AccessDenied. (Targets with a role: test_execution_roles.py.)"""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ PREFIX = "ServerlessScheduler-"
 
 def deployment(cloud: SchedulerHarness, **variables: str) -> SchedulerHarness:
     """The API with the settings the stack gives its api function (infra/targets.py): its
-    account and region, its functions' name prefix and the default grants (any queue, topic,
-    event bus and function of its account and region), with `variables` on top."""
+    account and region, its functions' name prefix and shared targets as an operator may list
+    them (any queue, topic, event bus and function of its account and region), with
+    `variables` on top."""
     settings = Settings.model_validate(
         cloud.settings.model_dump(by_alias=True)
         | {
@@ -120,31 +122,26 @@ def test_an_own_function_is_refused(deployed: SchedulerHarness, name: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("target", "field", "context_key"),
+    ("target", "context_key"),
     [
         (
             {"type": "SNS", "topic_arn": f"arn:aws:sns:eu-west-1:{ACCOUNT}:alerts"},
-            "target.topic_arn",
             "target_topic_arns",
         ),
         (
             {"type": "SNS", "topic_arn": f"arn:aws:sns:{REGION}:{OTHER_ACCOUNT}:alerts"},
-            "target.topic_arn",
             "target_topic_arns",
         ),
         (
             bus(f"arn:aws:events:eu-central-2:{ACCOUNT}:event-bus/orders"),
-            "target.event_bus_name",
             "target_event_bus_arns",
         ),
         (
             {"type": "LAMBDA", "function_arn": f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:send-report"},
-            "target.function_arn",
             "target_function_arns",
         ),
         (
             {"type": "SQS", "queue_url": f"https://sqs.{REGION}.amazonaws.com/{OTHER_ACCOUNT}/orders"},
-            "target.queue_url",
             "target_queue_arns",
         ),
     ],
@@ -156,15 +153,16 @@ def test_an_own_function_is_refused(deployed: SchedulerHarness, name: str) -> No
         "queue of another account",
     ],
 )
-def test_a_target_the_grants_do_not_reach_is_a_400_saying_what_to_do(
-    deployed: SchedulerHarness, target: dict[str, Any], field: str, context_key: str
+def test_a_target_not_listed_and_without_a_role_is_a_400_naming_role_arn(
+    deployed: SchedulerHarness, target: dict[str, Any], context_key: str
 ) -> None:
     refused_field, message = refusal(deployed.call("POST", "/v1/jobs", job_to(target)))
 
-    assert refused_field == field
-    assert "this deployment may reach only " in message
-    assert f":{REGION}:{ACCOUNT}:" in message  # the pattern it may reach
-    assert message.endswith(f"ask the operator to add the ARN to CDK context `{context_key}`")
+    assert refused_field == "target.role_arn"
+    assert "this deployment offers only the " in message
+    assert f":{REGION}:{ACCOUNT}:" in message  # the pattern it offers
+    assert "Give role_arn, a role of yours the scheduler may assume" in message
+    assert message.endswith(f"ask the operator to list the ARN in CDK context `{context_key}`")
 
 
 def test_a_queue_in_another_region_is_refused(deployed: SchedulerHarness) -> None:
@@ -185,8 +183,8 @@ def test_a_kind_the_deployment_grants_none_of_is_refused(cloud: SchedulerHarness
 
     field, message = refusal(narrowed.call("POST", "/v1/jobs", job_to(target)))
 
-    assert field == "target.topic_arn"
-    assert "this deployment may reach no topics (CDK context `target_topic_arns` is [])" in message
+    assert field == "target.role_arn"
+    assert "this deployment offers no shared topics (CDK context `target_topic_arns` is [])" in message
 
 
 @pytest.mark.parametrize(
@@ -235,7 +233,7 @@ def test_a_queue_of_another_name_is_accepted_and_delivered_to(
 @pytest.mark.parametrize(
     ("target", "field"),
     [
-        ({"type": "SNS", "topic_arn": f"arn:aws:sns:eu-west-1:{ACCOUNT}:alerts"}, "target.topic_arn"),
+        ({"type": "SNS", "topic_arn": f"arn:aws:sns:eu-west-1:{ACCOUNT}:alerts"}, "target.role_arn"),
         (
             {
                 "type": "LAMBDA",
@@ -262,4 +260,4 @@ def test_a_patch_to_a_target_out_of_reach_is_refused_and_changes_nothing(
 
     assert refusal(reply)[0] == field
     after = deployed.call("GET", f"/v1/jobs/{job['job_id']}").body
-    assert (after["target"], after["version"]) == (original, job["version"])
+    assert (after["target"], after["version"]) == (original | {"role_arn": None}, job["version"])

@@ -15,7 +15,6 @@ from scheduler_core.domain.clock import ManualClock, to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
 from scheduler_core.domain.outcomes import Outcome
-from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.ports import DeadLetterMessage, Delivery, KeyInUse, KeyReused
 from scheduler_core.services.dispatch import Dispatcher, PollPolicy
 from scheduler_core.services.execution import RunExecutor
@@ -23,6 +22,7 @@ from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import InOrder
 from scheduler_core.services.redrive import DeadLetterRedriver
+from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflows import WorkflowService
 from tests.support.fake_store import InMemoryJobStore
@@ -211,7 +211,7 @@ def fake_world(
     dispatcher = Dispatcher(store, queue, clock, POLL_POLICY, lifecycle, InOrder(), workflows=workflows)
     executor = RunExecutor(store, targets, clock, lease=lease, lifecycle=lifecycle, workflows=workflows)
     creates = MemoryCreateOnce()
-    access = TargetAccess()
+    access = TargetCheck()
     workflow_api = WorkflowService(store, workflows, dispatcher, clock, lifecycle, access)
     jobs = JobService(store, dispatcher, clock, lifecycle, access, creates=creates, workflows=workflow_api)
     redriver = DeadLetterRedriver(store, queue, lifecycle, dead_letters)

@@ -27,7 +27,7 @@ from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.services.dispatch import PollReport
 from scheduler_core.settings import Settings
-from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
+from tests.support.events import ACCOUNT, ALICE, LambdaContext, api_event, sqs_event
 
 JOBS_TABLE = "jobs"
 # The jobs table exactly as infra/ declares it (tests/infra checks the template).
@@ -78,6 +78,17 @@ IDEMPOTENCY_TABLE_DEFINITION: dict[str, Any] = {
 }
 
 
+# The region of the tests' clients (and moto's account, ACCOUNT).
+REGION = "us-east-1"
+WORKER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/ServerlessScheduler-WorkersWorkerRole"
+SHARED_TARGETS = {
+    "TARGET_QUEUE_ARNS": f"arn:*:sqs:*:{ACCOUNT}:*",
+    "TARGET_TOPIC_ARNS": f"arn:*:sns:*:{ACCOUNT}:*",
+    "TARGET_EVENT_BUS_ARNS": f"arn:*:events:*:{ACCOUNT}:event-bus/*",
+    "TARGET_FUNCTION_ARNS": f"arn:*:lambda:*:{ACCOUNT}:function:*",
+}
+
+
 def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Settings:
     """The tables and queues of the stack, in moto; returns the settings pointing at them."""
     clients.dynamodb().create_table(**JOBS_TABLE_DEFINITION)
@@ -111,6 +122,15 @@ def create_scheduler_resources(clients: AwsClients, shard_count: int = 4) -> Set
             # The receivers tests deliver to listen on loopback, over plain HTTP.
             "TARGET_PRIVATE_CIDRS": list(LOCAL_CLOUD_NETWORKS),
             "ALLOW_HTTP_TARGETS": True,
+            # Where the stack runs, and its worker's role (a tenant's execution role must trust it).
+            "STACK_PARTITION": "aws",
+            "STACK_REGION": REGION,
+            "STACK_ACCOUNT_ID": ACCOUNT,
+            "WORKER_ROLE_ARN": WORKER_ROLE_ARN,
+            # Shared targets: as an operator offering every queue, topic, bus and function of the
+            # account to every tenant. Tests of the other way, an execution role per target,
+            # name a role (tests/integration/test_execution_roles.py).
+            **{variable: [pattern] for variable, pattern in SHARED_TARGETS.items()},
         }
     )
 

@@ -137,7 +137,8 @@ def test_the_target_checks_settings_are_read_from_the_environment() -> None:
         "arn:aws:lambda:eu-west-1:1:function:a-*",
         "arn:aws:lambda:*:1:function:b",
     )
-    assert settings.target_event_bus_arns is None  # not given: not checked
+    assert settings.target_event_bus_arns == ()  # not given: no shared event buses
+    assert settings.worker_role_arn == ""
 
 
 @pytest.mark.parametrize("value", ["arn:aws:sns:eu-west-1:1:t", '{"a": 1}', "[1]", '["a"'])

@@ -22,7 +22,8 @@ OWN_QUEUES = (
     f"{SQS_HOST}/{ACCOUNT}/ServerlessScheduler-QueuesDeadLetters-a1",
 )
 PREFIX = "ServerlessScheduler-"
-# As the stack grants by default: any resource of the kind in its account and region.
+# As an operator offering every tenant any resource of the kind in the stack's account and
+# region (the old default grants; now opt-in: CDK context `target_*_arns`).
 DEFAULT_PATTERNS = {
     "SQS": (f"arn:aws:sqs:{REGION}:{ACCOUNT}:*",),
     "SNS": (f"arn:aws:sns:{REGION}:{ACCOUNT}:*",),
@@ -39,6 +40,7 @@ DEPLOYED = TargetAccess(
     allowed=DEFAULT_PATTERNS,
 )
 TARGET: TypeAdapter[Any] = TypeAdapter(Target)
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/tenants/alice-delivery"
 
 
 def refusal(access: TargetAccess, target: dict[str, Any]) -> tuple[str, str] | None:
@@ -107,10 +109,10 @@ def function(arn: str) -> dict[str, Any]:
     ],
 )
 def test_an_own_queue_is_refused_however_its_url_is_written(url: str) -> None:
-    assert refusal(DEPLOYED, sqs(url)) == (
-        "target.queue_url",
-        "is one of the scheduler's own queues; target a queue of yours",
-    )
+    own = ("target.queue_url", "is one of the scheduler's own queues; target a queue of yours")
+    assert refusal(DEPLOYED, sqs(url)) == own
+    # A role of the tenant's that could reach it changes nothing.
+    assert refusal(DEPLOYED, sqs(url) | {"role_arn": ROLE}) == own
 
 
 @pytest.mark.parametrize(
@@ -237,10 +239,12 @@ def test_the_old_checks_with_no_deployment_known_still_refuse_own_queues() -> No
 def test_an_own_function_is_refused_with_or_without_a_qualifier(name: str) -> None:
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
 
-    assert refusal(DEPLOYED, function(arn)) == (
+    own = (
         "target.function_arn",
         "is one of the scheduler's own functions (named ServerlessScheduler-…); target a function of yours",
     )
+    assert refusal(DEPLOYED, function(arn)) == own
+    assert refusal(DEPLOYED, function(arn) | {"role_arn": ROLE}) == own
 
 
 def test_an_own_function_is_refused_even_where_the_grants_would_reach_it() -> None:
@@ -284,41 +288,35 @@ def test_a_function_of_the_same_name_in_another_account_or_region_is_not_ours() 
 
 
 @pytest.mark.parametrize(
-    ("target", "field", "arn", "context_key"),
+    ("target", "arn", "context_key"),
     [
         (
             sns(f"arn:aws:sns:eu-west-1:{ACCOUNT}:alerts"),
-            "target.topic_arn",
             f"arn:aws:sns:eu-west-1:{ACCOUNT}:alerts",
             "target_topic_arns",
         ),
         (
             sns(f"arn:aws:sns:{REGION}:{OTHER_ACCOUNT}:alerts"),
-            "target.topic_arn",
             f"arn:aws:sns:{REGION}:{OTHER_ACCOUNT}:alerts",
             "target_topic_arns",
         ),
         (
             sns(f"arn:aws-cn:sns:{REGION}:{ACCOUNT}:alerts"),
-            "target.topic_arn",
             f"arn:aws-cn:sns:{REGION}:{ACCOUNT}:alerts",
             "target_topic_arns",
         ),
         (
             bus(f"arn:aws:events:eu-central-2:{ACCOUNT}:event-bus/orders"),
-            "target.event_bus_name",
             f"arn:aws:events:eu-central-2:{ACCOUNT}:event-bus/orders",
             "target_event_bus_arns",
         ),
         (
             function(f"arn:aws:lambda:{REGION}:{OTHER_ACCOUNT}:function:send-report"),
-            "target.function_arn",
             f"arn:aws:lambda:{REGION}:{OTHER_ACCOUNT}:function:send-report",
             "target_function_arns",
         ),
         (
             sqs(f"{SQS_HOST}/{OTHER_ACCOUNT}/orders"),
-            "target.queue_url",
             f"arn:aws:sqs:{REGION}:{OTHER_ACCOUNT}:orders",
             "target_queue_arns",
         ),
@@ -332,19 +330,21 @@ def test_a_function_of_the_same_name_in_another_account_or_region_is_not_ours() 
         "queue of another account",
     ],
 )
-def test_a_target_outside_the_default_grants_is_refused_with_what_to_do(
-    target: dict[str, Any], field: str, arn: str, context_key: str
+def test_a_target_neither_listed_nor_given_a_role_is_refused_naming_role_arn(
+    target: dict[str, Any], arn: str, context_key: str
 ) -> None:
     [pattern] = DEFAULT_PATTERNS[target["type"]]
 
     refused = refusal(DEPLOYED, target)
 
-    assert refused is not None
-    assert refused[0] == field
-    assert refused[1] == (
-        f"{arn} is out of reach: this deployment may reach only {RESOURCES[target['type']]} "
-        f"matching {pattern}; ask the operator to add the ARN to CDK context `{context_key}`"
+    assert refused == (
+        "target.role_arn",
+        f"is needed for {arn}: this deployment offers only the {RESOURCES[target['type']]} matching "
+        f'{pattern}. Give role_arn, a role of yours the scheduler may assume (docs/security.md, "Execution '
+        f'roles"), or ask the operator to list the ARN in CDK context `{context_key}`',
     )
+    # With a role of the tenant's, the role decides what the target reaches.
+    assert refusal(DEPLOYED, target | {"role_arn": ROLE}) is None
 
 
 @pytest.mark.parametrize(
@@ -375,7 +375,7 @@ def test_an_event_bus_given_by_name_is_the_one_in_the_stacks_account_and_region(
     assert refusal(narrowed, bus("orders-eu")) is None
     refused = refusal(narrowed, bus("default"))
     assert refused is not None
-    assert refused[1].startswith(f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default is out of reach")
+    assert refused[1].startswith(f"is needed for arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default:")
 
 
 def test_narrowed_grants_reach_what_they_name_and_nothing_else() -> None:
@@ -397,9 +397,10 @@ def test_narrowed_grants_reach_what_they_name_and_nothing_else() -> None:
     )
     assert refusal(narrowed, function(f"arn:aws:lambda:eu-west-1:{OTHER_ACCOUNT}:function:other")) is not None
     assert refusal(narrowed, sqs(f"{SQS_HOST}/{ACCOUNT}/orders")) == (
-        "target.queue_url",
-        f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders is out of reach: this deployment may reach no queues "
-        "(CDK context `target_queue_arns` is []); ask the operator to add the ARN to CDK context "
+        "target.role_arn",
+        f"is needed for arn:aws:sqs:{REGION}:{ACCOUNT}:orders: this deployment offers no shared queues "
+        "(CDK context `target_queue_arns` is []). Give role_arn, a role of yours the scheduler may assume "
+        '(docs/security.md, "Execution roles"), or ask the operator to list the ARN in CDK context '
         "`target_queue_arns`",
     )
     # Not narrowed: not checked.
@@ -429,3 +430,43 @@ def test_arn_patterns_match_as_iam_matches_them(pattern: str, arn: str, matches:
 def test_a_malformed_own_queue_url_fails_loudly() -> None:
     with pytest.raises(ValueError, match="must be a queue URL"):
         TargetAccess(own_queue_urls=("https://sqs.us-east-1.amazonaws.com/queue",))
+
+
+# --- execution roles -----------------------------------------------------------------------------
+
+
+def test_a_target_with_a_role_skips_the_listed_patterns_even_when_none_are_listed() -> None:
+    """The role decides what the target reaches; the deployment offers nothing shared."""
+    bare = TargetAccess(
+        partition="aws",
+        region=REGION,
+        account=ACCOUNT,
+        own_queue_urls=OWN_QUEUES,
+        own_function_prefix=PREFIX,
+        allowed={kind: () for kind in DEFAULT_PATTERNS},
+    )
+    for target in (
+        sqs(f"{SQS_HOST}/{OTHER_ACCOUNT}/orders"),
+        sns(f"arn:aws:sns:eu-west-1:{OTHER_ACCOUNT}:alerts"),
+        bus("default"),
+        function(f"arn:aws:lambda:{REGION}:{OTHER_ACCOUNT}:function:send-report"),
+    ):
+        field, message = refusal(bare, target) or ("", "")
+        assert field == "target.role_arn", target
+        assert "Give role_arn, a role of yours the scheduler may assume" in message
+        assert refusal(bare, target | {"role_arn": ROLE}) is None
+
+
+def test_a_queue_in_another_region_is_refused_with_a_role_too() -> None:
+    """The worker's SQS client, its own or a role's, sends in the worker's region."""
+    target = sqs(f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/orders") | {"role_arn": ROLE}
+    field, message = refusal(DEPLOYED, target) or ("", "")
+    assert (field, message.split(",")[0]) == ("target.queue_url", "names region eu-west-1")
+
+
+def test_a_role_of_another_partition_is_refused() -> None:
+    target = sns(f"arn:aws:sns:{REGION}:{ACCOUNT}:alerts") | {"role_arn": f"arn:aws-cn:iam::{ACCOUNT}:role/r"}
+    assert refusal(DEPLOYED, target) == (
+        "target.role_arn",
+        "names partition aws-cn, but the scheduler runs in aws",
+    )

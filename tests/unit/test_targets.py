@@ -15,16 +15,14 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
 from scheduler_core.adapters.aws import AwsClients
-from scheduler_core.adapters.http_client import GuardedHttp
-from scheduler_core.adapters.targets import (
+from scheduler_core.adapters.aws_errors import (
     FINAL_AWS_CODES,
     RETRYABLE_AWS_CODES,
-    TargetDelivery,
     aws_error_retryable,
     aws_failure,
-    message_json,
-    run_event,
 )
+from scheduler_core.adapters.http_client import GuardedHttp
+from scheduler_core.adapters.targets import TargetDelivery, message_json, run_event
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS, AddressPolicy
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import fifo_id

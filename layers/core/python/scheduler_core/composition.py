@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
+from scheduler_core.adapters.assumed_roles import AssumedRoles
 from scheduler_core.adapters.audit import CloudWatchAuditLog
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.adapters.http_client import GuardedHttp
+from scheduler_core.adapters.iam_roles import IamRoles
 from scheduler_core.adapters.idempotency import IdempotentCreates
 from scheduler_core.adapters.kms import KmsSecrets
 from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
@@ -29,6 +31,7 @@ from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.secret_headers import open_secret_headers
 from scheduler_core.services.signing import SigningSecrets
+from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import Settings, settings_from_env
@@ -99,7 +102,7 @@ def build_dispatcher(
 
 
 def build_target_access(settings: Settings) -> TargetAccess:
-    """What the API lets a job target: as the stack's IAM grants and deny allow."""
+    """The deployment's rules for a job's target: as the stack's IAM grants and deny allow."""
     return TargetAccess(
         partition=settings.stack_partition,
         region=settings.stack_region,
@@ -119,6 +122,12 @@ def build_target_access(settings: Settings) -> TargetAccess:
     )
 
 
+def build_target_check(settings: Settings, clients: AwsClients) -> TargetCheck:
+    """What the API lets a tenant's job target: the deployment's rules, and an execution role
+    of the stack's account only if its trust policy lets the worker in for that tenant."""
+    return TargetCheck(build_target_access(settings), IamRoles(clients), settings.worker_role_arn)
+
+
 def build_job_service(
     settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
 ) -> JobService:
@@ -127,7 +136,7 @@ def build_job_service(
     store = store or build_store(settings, clients)
     dispatcher = build_dispatcher(settings, clients, clock, store)
     lifecycle = build_lifecycle(settings, clients, clock, store)
-    targets = build_target_access(settings)
+    targets = build_target_check(settings, clients)
     creates = build_create_once(settings, clients)
     runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
     signing = build_signing(settings, clients, clock, store)
@@ -176,9 +185,15 @@ def build_signing(
 
 
 def build_targets(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    roles: AssumedRoles | None = None,
 ) -> TargetInvoker:
-    """`clock`: what a delivery's `webhook-timestamp` and a signing secret's overlap read."""
+    """`clock`: what a delivery's `webhook-timestamp`, a signing secret's overlap and an
+    assumed role's expiry read; `roles`: how targets' execution roles are assumed (default:
+    with `clients`' STS)."""
     secrets = build_secrets(settings, clients)
     signing = build_signing(settings, clients, clock, store)
     return TargetDelivery(
@@ -187,6 +202,7 @@ def build_targets(
         secret_headers=(lambda job: open_secret_headers(secrets, job)) if secrets else None,
         signing_secrets=signing.signing if signing else None,
         clock=clock,
+        roles=roles or AssumedRoles(clients, clock, worker_role_arn=settings.worker_role_arn),
     )
 
 

@@ -295,6 +295,14 @@ class Secrets(Protocol):
     def unseal(self, sealed: str, context: Mapping[str, str]) -> str: ...
 
 
+class RoleDirectory(Protocol):
+    """The IAM roles of the stack's account, as the API checks a target's execution role."""
+
+    def trust_policy(self, role_arn: str) -> Mapping[str, Any] | None:
+        """The role's trust policy; None when the account has no role of that ARN."""
+        ...
+
+
 @dataclass(frozen=True)
 class SealedSigningKeys:
     """A tenant's webhook signing keys as stored: sealed (`Secrets`), versioned, with what

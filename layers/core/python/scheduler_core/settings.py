@@ -63,13 +63,17 @@ class Settings(BaseModel):
     stack_account_id: str = Field("", alias="STACK_ACCOUNT_ID")
     # Every function of the stack is named `<prefix><name>`; none of them is a job's target.
     function_name_prefix: str = Field("", alias="FUNCTION_NAME_PREFIX")
-    # The ARN patterns (JSON lists) the worker's role may deliver to, per target kind: CDK
-    # context `target_*_arns`, or the default (any of the stack's account and region).
-    # None: not checked (a deployment always sets them; some tests do not); []: none.
-    target_queue_arns: tuple[str, ...] | None = Field(None, alias="TARGET_QUEUE_ARNS")
-    target_topic_arns: tuple[str, ...] | None = Field(None, alias="TARGET_TOPIC_ARNS")
-    target_event_bus_arns: tuple[str, ...] | None = Field(None, alias="TARGET_EVENT_BUS_ARNS")
-    target_function_arns: tuple[str, ...] | None = Field(None, alias="TARGET_FUNCTION_ARNS")
+    # The ARN patterns (JSON lists) of the targets the operator offers every tenant, per kind:
+    # CDK context `target_*_arns`, which the worker's own role is granted. Empty (the default):
+    # none; a target then needs an execution role of the tenant's (`role_arn`).
+    target_queue_arns: tuple[str, ...] = Field((), alias="TARGET_QUEUE_ARNS")
+    target_topic_arns: tuple[str, ...] = Field((), alias="TARGET_TOPIC_ARNS")
+    target_event_bus_arns: tuple[str, ...] = Field((), alias="TARGET_EVENT_BUS_ARNS")
+    target_function_arns: tuple[str, ...] = Field((), alias="TARGET_FUNCTION_ARNS")
+    # The worker function's role: what a tenant's execution role must trust (with the tenant's
+    # external id), checked by the api at create and named by the worker when STS refuses.
+    # "": unknown (roles are then not read at create; some tests).
+    worker_role_arn: str = Field("", alias="WORKER_ROLE_ARN")
 
     # Networks (CIDR, JSON list) HTTP targets may reach although they are not public: CDK
     # context `target_private_cidrs`. Never link-local (domain/addresses.py).

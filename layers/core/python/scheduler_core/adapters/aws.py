@@ -17,15 +17,17 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_iam import IAMClient
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sts import STSClient
 
 # AWS error codes that mean "slow down": the request may succeed if sent again later.
 THROTTLING_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "Throttling"}
 )
 
 
@@ -51,6 +53,18 @@ class AwsClients:
         self._config = config
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def acting_as(self, access_key_id: str, secret_access_key: str, session_token: str) -> AwsClients:
+        """Clients built as these are (the same region, the same botocore Config; the same
+        AWS_ENDPOINT_URL) that act with other, temporary, credentials: an assumed role's."""
+        region = (self._session or boto3.session.Session()).region_name
+        session = boto3.session.Session(
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            aws_session_token=session_token,
+            region_name=region,
+        )
+        return AwsClients(session, self._config)
 
     def client(self, service: str, region: str | None = None) -> Any:
         """The process's client of `service`, in `region` (None: the session's own region).
@@ -90,4 +104,12 @@ class AwsClients:
 
     def lambda_(self, region: str | None = None) -> LambdaClient:
         client: LambdaClient = self.client("lambda", region)
+        return client
+
+    def iam(self) -> IAMClient:
+        client: IAMClient = self.client("iam")
+        return client
+
+    def sts(self) -> STSClient:
+        client: STSClient = self.client("sts")
         return client

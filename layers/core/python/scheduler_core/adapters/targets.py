@@ -15,9 +15,11 @@ wrong is a failed `Delivery`, so the run is always finished.
   invocation (InvocationType Event: success means Lambda accepted the event; the function's
   own errors are Lambda's to retry, as its asynchronous invocation settings say).
 
-Every AWS error goes through `aws_error_retryable`, the one classification: throttling and
-service faults are worth retrying; a target that does not exist, access denied or a request
-AWS refuses fails at once.
+Every AWS error goes through `aws_errors.aws_failure`, the one classification.
+
+An AWS target with an execution role (`role_arn`) is called with that role's temporary
+credentials (`AssumedRoles`), never the worker's own; a role STS will not hand out fails the
+run with what to fix in the role's trust policy (final, unless STS was throttled or down).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from typing import Any, assert_never
 from urllib.parse import urlsplit
 
 import httpcore
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from scheduler_core.adapters.assumed_roles import AssumedRoles, RoleNotAssumed
 from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.aws_errors import aws_error_retryable, aws_failure
 from scheduler_core.adapters.http_client import AddressRefused, GuardedHttp
 from scheduler_core.domain import keys
 from scheduler_core.domain.addresses import AddressPolicy
@@ -53,106 +57,6 @@ from scheduler_core.ports import Delivery
 
 USER_AGENT = "serverless-scheduler/0.1"
 _RETRYABLE_HTTP = {408, 429}
-
-# Throttling and service faults, whatever their status: a later attempt may get through.
-# EventBridge reports InternalFailure and ThrottlingException per entry, without a status.
-RETRYABLE_AWS_CODES = frozenset(
-    {
-        # throttling (botocore's own list, and each target service's spelling)
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "SlowDown",
-        "KMSThrottling",
-        "KMSThrottlingException",
-        "KmsThrottled",
-        "EC2ThrottledException",
-        # service faults and timeouts
-        "InternalError",
-        "InternalFailure",
-        "InternalException",
-        "InternalServerError",
-        "ServiceException",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        # a Lambda function that is being created, updated or restored (409/502): it will be ready
-        "ResourceConflictException",
-        "ResourceNotReadyException",
-        "SnapStartNotReadyException",
-        "ENILimitReachedException",
-        "EC2UnexpectedException",
-        "SubnetIPAddressLimitReachedException",
-    }
-)
-# Final although some carry a 5xx status (Lambda answers 502 for a function whose KMS key or
-# VPC set-up is broken): the target is missing, forbidden or misconfigured, and trying again
-# within a run's backoff will meet the same answer.
-FINAL_AWS_CODES = frozenset(
-    {
-        # does not exist
-        "NotFound",
-        "NotFoundException",
-        "ResourceNotFoundException",
-        "QueueDoesNotExist",
-        "AWS.SimpleQueueService.NonExistentQueue",
-        # not allowed
-        "AccessDenied",
-        "AccessDeniedException",
-        "AuthorizationError",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "NotAuthorizedForSourceException",
-        "NotAuthorizedForDetailTypeException",
-        "KMSAccessDenied",
-        "KMSAccessDeniedException",
-        "KmsAccessDenied",
-        "EC2AccessDeniedException",
-        # broken set-up of the target
-        "KMSDisabled",
-        "KMSDisabledException",
-        "KmsDisabled",
-        "KMSNotFound",
-        "KMSNotFoundException",
-        "KmsNotFound",
-        "KMSInvalidState",
-        "KMSInvalidStateException",
-        "KmsInvalidState",
-        "InvalidSecurityGroupIDException",
-        "InvalidSubnetIDException",
-        "InvalidRuntimeException",
-        "InvalidZipFileException",
-    }
-)
-
-
-def aws_error_retryable(code: str, status: int | None = None) -> bool:
-    """Whether an AWS target's error `code` (with the HTTP `status` of the answer, when there
-    was one) is worth another attempt. Codes neither list names follow their status: 429 and
-    5xx are retried, anything else (a 4xx: a request AWS refuses) fails at once."""
-    if code in FINAL_AWS_CODES:
-        return False
-    if code in RETRYABLE_AWS_CODES:
-        return True
-    return status is not None and (status == 429 or status >= 500)
-
-
-def aws_failure(service: str, error: ClientError | BotoCoreError) -> Delivery:
-    """The failed delivery an AWS client error means."""
-    if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return Delivery(
-            ok=False, error=f"{service} {code}: {error}", retryable=aws_error_retryable(code, status)
-        )
-    if isinstance(error, ParamValidationError):  # botocore refused to send it: so would AWS
-        return Delivery(ok=False, error=f"{service} request refused: {error}", retryable=False)
-    return Delivery(ok=False, error=f"{service} unreachable: {error}", retryable=True)
 
 
 def scheduler_headers(job: Job, run: Run) -> dict[str, str]:
@@ -258,15 +162,18 @@ class TargetDelivery:
         secret_headers: Callable[[Job], dict[str, str]] | None = None,
         signing_secrets: Callable[[str], list[str]] | None = None,
         clock: Clock | None = None,
+        roles: AssumedRoles | None = None,
     ) -> None:
         """`http`: the HTTP client and its address policy (default: public addresses only);
         `secret_headers`: a job's secret headers, opened; `signing_secrets`: the secrets that
-        sign a tenant's webhooks now (None, or none for the tenant: unsigned)."""
+        sign a tenant's webhooks now (None, or none for the tenant: unsigned); `roles`: how
+        the targets' execution roles are assumed (default: with `clients`)."""
         self._clients = clients
         self._http = http or GuardedHttp(AddressPolicy())
         self._secret_headers = secret_headers
         self._signing_secrets = signing_secrets
         self._clock = clock or SystemClock()
+        self._roles = roles or AssumedRoles(clients, self._clock)
 
     def begin_invocation(self, context: Any) -> None:
         """Nothing to prepare: each delivery stands alone."""
@@ -279,14 +186,23 @@ class TargetDelivery:
             if isinstance(target, HttpTarget):
                 return self._deliver_http(target, job, run)
             try:
+                # A target with an execution role is called as that role, never as the worker.
+                clients = (
+                    self._roles.clients(target.role_arn, job.tenant, run.run_id)
+                    if target.role_arn
+                    else self._clients
+                )
+            except RoleNotAssumed as refused:
+                return Delivery(ok=False, error=str(refused), retryable=refused.retryable)
+            try:
                 if isinstance(target, SqsTarget):
-                    return self._deliver_sqs(target, job, run)
+                    return self._deliver_sqs(clients, target, job, run)
                 if isinstance(target, SnsTarget):
-                    return self._deliver_sns(target, job, run)
+                    return self._deliver_sns(clients, target, job, run)
                 if isinstance(target, EventBridgeTarget):
-                    return self._deliver_eventbridge(target, job, run)
+                    return self._deliver_eventbridge(clients, target, job, run)
                 if isinstance(target, LambdaTarget):
-                    return self._deliver_lambda(target, job, run)
+                    return self._deliver_lambda(clients, target, job, run)
                 assert_never(target)
             except (ClientError, BotoCoreError) as error:
                 return aws_failure(_SERVICE_NAMES[target.type], error)
@@ -361,7 +277,7 @@ class TargetDelivery:
             retryable=http_retryable(status),
         )
 
-    def _deliver_sqs(self, target: SqsTarget, job: Job, run: Run) -> Delivery:
+    def _deliver_sqs(self, clients: AwsClients, target: SqsTarget, job: Job, run: Run) -> Delivery:
         request: dict[str, Any] = {
             "QueueUrl": target.queue_url,
             "MessageBody": message_json(job.payload),
@@ -369,10 +285,10 @@ class TargetDelivery:
         }
         if target.fifo:
             request |= _fifo_ids(job, run)
-        reply = self._clients.sqs().send_message(**request)
+        reply = clients.sqs().send_message(**request)
         return Delivery(ok=True, output=id_output(reply.get("MessageId")))
 
-    def _deliver_sns(self, target: SnsTarget, job: Job, run: Run) -> Delivery:
+    def _deliver_sns(self, clients: AwsClients, target: SnsTarget, job: Job, run: Run) -> Delivery:
         request: dict[str, Any] = {
             "TopicArn": target.topic_arn,
             "Message": message_json(job.payload),
@@ -380,11 +296,13 @@ class TargetDelivery:
         }
         if target.fifo:
             request |= _fifo_ids(job, run)
-        reply = self._clients.sns(target.region).publish(**request)
+        reply = clients.sns(target.region).publish(**request)
         return Delivery(ok=True, output=id_output(reply.get("MessageId")))
 
-    def _deliver_eventbridge(self, target: EventBridgeTarget, job: Job, run: Run) -> Delivery:
-        reply = self._clients.events(target.region).put_events(
+    def _deliver_eventbridge(
+        self, clients: AwsClients, target: EventBridgeTarget, job: Job, run: Run
+    ) -> Delivery:
+        reply = clients.events(target.region).put_events(
             Entries=[
                 {
                     "EventBusName": target.event_bus_name,
@@ -407,8 +325,8 @@ class TargetDelivery:
             retryable=aws_error_retryable(code),
         )
 
-    def _deliver_lambda(self, target: LambdaTarget, job: Job, run: Run) -> Delivery:
-        reply = self._clients.lambda_(target.region).invoke(
+    def _deliver_lambda(self, clients: AwsClients, target: LambdaTarget, job: Job, run: Run) -> Delivery:
+        reply = clients.lambda_(target.region).invoke(
             FunctionName=target.function_arn,
             InvocationType="Event",
             Payload=message_json(run_event(job, run)).encode(),

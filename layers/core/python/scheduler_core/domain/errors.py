@@ -69,3 +69,10 @@ class PreconditionFailed(SchedulerError):
 
     def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
         super().__init__(message, details or [], "PRECONDITION_FAILED", 412)
+
+
+class Forbidden(SchedulerError):
+    """The caller may not do this, e.g. pass a role that does not trust the scheduler for it (403)."""
+
+    def __init__(self, message: str, details: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message, details or [], "FORBIDDEN", 403)

@@ -12,10 +12,13 @@ instead of a run that fails with AccessDenied.
   `allow_http_targets`), and a host that is an IP address literal (in any spelling) must be
   one the SSRF guard lets the worker reach (domain/addresses.py); a name is checked by the
   worker when it connects, against whatever the name then resolves to.
-- Every target's ARN (a queue's and a bus name's as IAM sees them) must match one of the ARN
-  patterns the worker's role is granted: CDK context `target_queue_arns`,
-  `target_topic_arns`, `target_event_bus_arns`, `target_function_arns`, or by default any
-  resource of the kind in the stack's account and region.
+- An AWS target reaches what its execution role (`role_arn`) reaches: the role decides, and
+  whether it lets the worker in is checked apart (services/target_check.py), so its ARN is
+  not compared with any pattern; the role must be of the worker's partition. Without a role,
+  the target's ARN (a queue's and a bus name's as IAM sees them) must match one of the
+  patterns the operator offers every tenant and grants the worker's own role: CDK context
+  `target_queue_arns`, `target_topic_arns`, `target_event_bus_arns`, `target_function_arns`
+  (by default none); else it is a 400 naming `target.role_arn`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from scheduler_core.domain.target_spec import (
 # A queue URL's path, percent-decoded: /<account>/<queue name>, optionally with a trailing
 # slash. Queue names are 1-80 letters, digits, '-' and '_'; a FIFO queue's ends in .fifo.
 _QUEUE_PATH = re.compile(r"/(?P<account>[0-9]{12})/(?P<name>[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)/?")
+# Where a target's execution role goes, and what a target that needs one is refused under.
+ROLE_FIELD = "target.role_arn"
 # A host label that is a region, as in sqs.eu-west-1.amazonaws.com or us-gov-west-1.
 _REGION_LABEL = re.compile(r"[a-z]{2,4}(?:-[a-z]+)+-[0-9]{1,2}")
 
@@ -120,7 +125,8 @@ class TargetAccess:
     own_queue_urls: tuple[str, ...] = ()
     # Every function of the stack is named with it (the worker's IAM deny names it too).
     own_function_prefix: str = ""
-    # The ARN patterns the worker may reach, by target type; None: not checked, (): none.
+    # The ARN patterns every tenant may reach without a role of its own (the worker's grants),
+    # by target type; (): none; None or missing: not checked (some tests).
     allowed: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
     # The addresses HTTP targets may reach, and whether http:// is allowed besides https://.
     addresses: AddressPolicy = field(default_factory=AddressPolicy)
@@ -137,14 +143,24 @@ class TargetAccess:
         """Raises a 400 naming the target's field when the worker could not or must not reach it."""
         if isinstance(target, HttpTarget):
             self._check_http(target.url)
-        elif isinstance(target, SqsTarget):
-            self._check_queue(target.queue_url)
+            return
+        self._check_role(target.role_arn)
+        if isinstance(target, SqsTarget):
+            self._check_queue(target.queue_url, target.role_arn)
         elif isinstance(target, SnsTarget):
-            self._check_allowed("SNS", target.topic_arn)
+            self._check_allowed("SNS", target.topic_arn, target.role_arn)
         elif isinstance(target, EventBridgeTarget):
-            self._check_allowed("EVENTBRIDGE", self._bus_arn(target.event_bus_name))
+            self._check_allowed("EVENTBRIDGE", self._bus_arn(target.event_bus_name), target.role_arn)
         elif isinstance(target, LambdaTarget):
-            self._check_function(target.function_arn)
+            self._check_function(target.function_arn, target.role_arn)
+
+    def _check_role(self, role_arn: str | None) -> None:
+        # Validated as arn:<partition>:iam::<account>:role/...; STS hands out no role of another
+        # partition.
+        partition = (role_arn or "").split(":")[1:2]
+        if self.partition and partition and partition[0] != self.partition:
+            reason = f"names partition {partition[0]}, but the scheduler runs in {self.partition}"
+            raise InvalidRequest(f"{ROLE_FIELD} {reason}", [field_error(ROLE_FIELD, reason)])
 
     def _check_http(self, url: str) -> None:
         parts = urlsplit(url)
@@ -163,7 +179,7 @@ class TargetAccess:
             )
             raise InvalidRequest(f"target.url {reason}", [field_error("target.url", reason)])
 
-    def _check_queue(self, url: str) -> None:
+    def _check_queue(self, url: str, role_arn: str | None) -> None:
         kind = KINDS["SQS"]
         try:
             address = queue_address(url)
@@ -178,9 +194,11 @@ class TargetAccess:
         if (address.account, address.name) in self._own_queues:
             raise _refused(kind, "is one of the scheduler's own queues; target a queue of yours")
         region = address.region or self.region
-        self._check_allowed("SQS", f"arn:{self.partition}:sqs:{region}:{address.account}:{address.name}")
+        self._check_allowed(
+            "SQS", f"arn:{self.partition}:sqs:{region}:{address.account}:{address.name}", role_arn
+        )
 
-    def _check_function(self, arn: str) -> None:
+    def _check_function(self, arn: str, role_arn: str | None) -> None:
         # Validated as arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>].
         _, partition, _, region, account, _, name, *_ = arn.split(":")
         ours = [(self.partition, partition), (self.region, region), (self.account, account)]
@@ -194,7 +212,7 @@ class TargetAccess:
                 f"is one of the scheduler's own functions (named {self.own_function_prefix}…); "
                 "target a function of yours",
             )
-        self._check_allowed("LAMBDA", arn)
+        self._check_allowed("LAMBDA", arn, role_arn)
 
     def _bus_arn(self, name_or_arn: str) -> str:
         """A bus given by name is the one of that name in the worker's account and region."""
@@ -202,17 +220,22 @@ class TargetAccess:
             return name_or_arn
         return f"arn:{self.partition}:events:{self.region}:{self.account}:event-bus/{name_or_arn}"
 
-    def _check_allowed(self, target_type: str, arn: str) -> None:
+    def _check_allowed(self, target_type: str, arn: str, role_arn: str | None) -> None:
+        """Without an execution role, the ARN must be one the deployment offers every tenant.
+        The refusal is the same whether the resource exists or not: nothing is looked up."""
         patterns = self.allowed.get(target_type)
-        if patterns is None or any(arn_matches(pattern, arn) for pattern in patterns):
+        if role_arn or patterns is None or any(arn_matches(pattern, arn) for pattern in patterns):
             return
         kind = KINDS[target_type]
         if not patterns:
-            reach = f"this deployment may reach no {kind.resources} (CDK context `{kind.context_key}` is [])"
+            offered = (
+                f"this deployment offers no shared {kind.resources} (CDK context `{kind.context_key}` is [])"
+            )
         else:
-            reach = f"this deployment may reach only {kind.resources} matching {', '.join(patterns)}"
-        raise _refused(
-            kind,
-            f"{arn} is out of reach: {reach}; ask the operator to add the ARN to CDK context "
-            f"`{kind.context_key}`",
+            offered = f"this deployment offers only the {kind.resources} matching {', '.join(patterns)}"
+        reason = (
+            f"is needed for {arn}: {offered}. Give role_arn, a role of yours the scheduler may assume "
+            '(docs/security.md, "Execution roles"), or ask the operator to list the ARN in CDK context '
+            f"`{kind.context_key}`"
         )
+        raise InvalidRequest(f"{ROLE_FIELD} {reason}", [field_error(ROLE_FIELD, reason)])

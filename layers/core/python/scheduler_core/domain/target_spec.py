@@ -168,27 +168,6 @@ class HttpTarget(StrictModel):
         return self
 
 
-_FIFO_IDS = "FIFO (name ending in .fifo): MessageGroupId = the job id, MessageDeduplicationId = the run id."
-
-
-class SqsTarget(StrictModel):
-    type: Literal["SQS"]
-    queue_url: str = Field(
-        max_length=MAX_URL_LENGTH,
-        description=f"URL of the SQS queue that receives the payload as the message body. {_FIFO_IDS}",
-    )
-
-    @field_validator("queue_url")
-    @classmethod
-    def _url_is_http(cls, value: str) -> str:
-        return _http_url(value)
-
-    @property
-    def fifo(self) -> bool:
-        # As the target check reads the queue's name: from the percent-decoded path.
-        return unquote(urlsplit(self.queue_url).path).rstrip("/").endswith(".fifo")
-
-
 # ARNs (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html): partitions such
 # as aws, aws-cn, aws-us-gov; regions such as eu-west-1, us-gov-east-1, eusc-de-east-1;
 # 12-digit accounts.
@@ -222,12 +201,79 @@ def _arn_region(arn: str) -> str:
     return arn.split(":", 5)[3]
 
 
+# IAM (https://docs.aws.amazon.com/IAM/latest/APIReference/API_Role.html): a role name is 1-64
+# letters, digits and +=,.@_-; a path is "/" or /<segments>/ of printable ASCII, at most 512.
+_ROLE_NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")
+_ROLE_PATH = re.compile(r"/(?:[!-.0-~]+/)*")
+_ROLE_EXAMPLE = "arn:aws:iam::123456789012:role/scheduler-delivery"
+MAX_ROLE_ARN_LENGTH = 2048  # AssumeRole's RoleArn
+
+
+def _role_arn(value: str) -> str:
+    """`arn:<partition>:iam::<account>:role/[<path>/]<name>`, checked part by part."""
+    parts = value.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        raise ValueError(f"must be the ARN of an IAM role, such as {_ROLE_EXAMPLE}")
+    _, partition, service, region, account, resource = parts
+    if not _PARTITION.fullmatch(partition):
+        raise ValueError(f"partition {partition!r} is not an AWS partition (aws, aws-cn, aws-us-gov, ...)")
+    if service != "iam":
+        raise ValueError(f"must be an ARN of iam, not of {service!r}, such as {_ROLE_EXAMPLE}")
+    if region:
+        raise ValueError(f"an IAM ARN names no region (arn:{partition}:iam::<account>:role/<name>)")
+    if not _ACCOUNT.fullmatch(account):
+        raise ValueError(f"account {account!r} is not a 12-digit AWS account id")
+    if not resource.startswith("role/"):
+        raise ValueError(f"resource {resource!r} is not a role (role/<name>, or role/<path>/<name>)")
+    path, _, name = resource.removeprefix("role").rpartition("/")
+    if not _ROLE_NAME.fullmatch(name):
+        raise ValueError(f"role name {name!r} must be 1-64 letters, digits or the characters +=,.@_-")
+    if len(path) > 511 or not _ROLE_PATH.fullmatch(path + "/"):
+        raise ValueError(
+            f"role path {path + '/'!r} must be printable ASCII without spaces, at most 512 characters"
+        )
+    return value
+
+
+RoleArn = Annotated[str, Field(max_length=MAX_ROLE_ARN_LENGTH), AfterValidator(_role_arn)]
+_ROLE_ARN_FIELD = Field(
+    None,
+    description="An IAM role of yours that the scheduler assumes to make this call, with "
+    'sts:ExternalId = your tenant (docs/security.md, "Execution roles"). Without one, the target '
+    "must be one the deployment offers every tenant (CDK context `target_*_arns`).",
+    examples=[_ROLE_EXAMPLE],
+)
+
+
+_FIFO_IDS = "FIFO (name ending in .fifo): MessageGroupId = the job id, MessageDeduplicationId = the run id."
+
+
+class SqsTarget(StrictModel):
+    type: Literal["SQS"]
+    queue_url: str = Field(
+        max_length=MAX_URL_LENGTH,
+        description=f"URL of the SQS queue that receives the payload as the message body. {_FIFO_IDS}",
+    )
+    role_arn: RoleArn | None = _ROLE_ARN_FIELD
+
+    @field_validator("queue_url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        return _http_url(value)
+
+    @property
+    def fifo(self) -> bool:
+        # As the target check reads the queue's name: from the percent-decoded path.
+        return unquote(urlsplit(self.queue_url).path).rstrip("/").endswith(".fifo")
+
+
 class SnsTarget(StrictModel):
     type: Literal["SNS"]
     topic_arn: str = Field(
         description=f"ARN of the SNS topic that receives the payload as the message. {_FIFO_IDS}",
         examples=["arn:aws:sns:eu-west-1:123456789012:reports"],
     )
+    role_arn: RoleArn | None = _ROLE_ARN_FIELD
 
     @field_validator("topic_arn")
     @classmethod
@@ -264,6 +310,7 @@ class EventBridgeTarget(StrictModel):
     detail_type: str = Field(
         min_length=1, max_length=128, description="The events' `detail-type`.", examples=["InvoiceDue"]
     )
+    role_arn: RoleArn | None = _ROLE_ARN_FIELD
 
     @field_validator("event_bus_name")
     @classmethod
@@ -307,6 +354,7 @@ class LambdaTarget(StrictModel):
         "asynchronously (InvocationType Event).",
         examples=["arn:aws:lambda:eu-west-1:123456789012:function:send-report"],
     )
+    role_arn: RoleArn | None = _ROLE_ARN_FIELD
 
     @field_validator("function_arn")
     @classmethod

@@ -23,7 +23,6 @@ from scheduler_core.domain.errors import (
     field_error,
 )
 from scheduler_core.domain.job_firings import first_firing
-from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger
@@ -35,6 +34,7 @@ from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.secret_headers import SecretHeaders
 from scheduler_core.services.signing import SigningSecrets
+from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflows import WorkflowService
 
 
@@ -61,7 +61,7 @@ class JobService:
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,
-        targets: TargetAccess | None = None,
+        targets: TargetCheck | None = None,
         creates: CreateOnce | None = None,
         workflows: WorkflowService | None = None,
         secrets: Secrets | None = None,
@@ -79,8 +79,9 @@ class JobService:
         self._clock = clock
         self._lifecycle = lifecycle
         # What the worker may reach: never the scheduler's own queues or functions (a job could
-        # forge run messages or API requests), only what its IAM grants allow.
-        self._targets = targets or TargetAccess()
+        # forge run messages or API requests); what the target's execution role reaches, or
+        # without one only what the deployment offers every tenant.
+        self._targets = targets or TargetCheck()
         self._secret_headers = SecretHeaders(secrets)
         self._signing = signing
         self.signing = signing  # the API's signing-secrets routes
@@ -92,7 +93,7 @@ class JobService:
     def _admit_request(self, request: JobCreate, job: Job) -> dict[str, Any]:
         """What a job's fields cannot say alone, for a create and for a patch alike (`job`: as
         it is, or as it is being made); the fields the request comes to beyond its own."""
-        self._targets.check(request.target)
+        self._targets.check(job.tenant, request.target)
         if self._quotas is not None:
             self._quotas.check_schedule(request.schedule)
         if isinstance(request.target, HttpTarget) and self._signing is not None:

@@ -24,7 +24,6 @@ from scheduler_core.domain.errors import (
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
-from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import (
     JobKind,
@@ -43,6 +42,7 @@ from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.signing import SigningSecrets
+from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflow_views import WorkflowRunViews, task_status_of
 
@@ -64,7 +64,7 @@ class WorkflowService:
         dispatcher: Dispatcher,
         clock: Clock,
         lifecycle: RunLifecycle,
-        targets: TargetAccess,
+        targets: TargetCheck,
         creates: CreateOnce | None = None,
         signing: SigningSecrets | None = None,
         quotas: TenantQuotas | None = None,
@@ -166,7 +166,7 @@ class WorkflowService:
     def _check_target(self, tenant: str, index: int, task: TaskSpec) -> None:
         """A task's target checked as a job's, its error's fields named within the task."""
         try:
-            self._targets.check(task.target)
+            self._targets.check(tenant, task.target)
             if isinstance(task.target, HttpTarget) and task.target.secret_headers:
                 reason = "is not kept for workflow tasks yet (only for jobs); send the header in headers"
                 raise InvalidRequest(
