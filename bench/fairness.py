@@ -51,6 +51,7 @@ from bench.priorities import (
     lookahead_of,
     print_arrivals_per_second,
     print_latency_table,
+    print_run_details,
     priority_sources,
     warm_worker,
 )
@@ -282,32 +283,7 @@ def print_fairness(result: dict[str, Any]) -> None:
         "1 = first): "
         + "; ".join(f"{t} p50 {p['p50']}, p95 {p['p95']}, max {p['max']}" for t, p in positions.items())
     )
-    worker = result["worker"]
-    sizes = "; ".join(
-        f"{p} {n} ({', '.join(f'{k}×{size}' for size, k in worker['batch_sizes'][p].items())})"
-        for p, n in worker["batches"].items()
-    )
-    print(
-        f"  worker: {result['worker_instances_after_warm_up']} instances after the warm-up, at most "
-        f"{worker['max_live_instances']} live and {worker['max_busy_instances']} busy; batches "
-        f"(count×runs): {sizes or 'none seen'}"
-    )
-    r = result
-    print(
-        f"  creation: {sum(by_tenant[t]['jobs_created'] for t in TENANTS)} jobs in "
-        f"{r['create_seconds']:.1f} s, due {r['lead_seconds']:.0f} s after creation began "
-        f"(lookahead {r['lookahead_seconds']} s); claimed at create (the others by a poll): "
-        + ", ".join(f"{t} {by_tenant[t]['claimed_at_create']}" for t in TENANTS)
-    )
-    if result["creation_overlapped_firing"]:
-        print("  warning: creation was still going on when the jobs were due")
-    print(
-        f"  checks: warm-up runs delivered {r['warm_up_deliveries']}/{r['warm_up_runs']}, "
-        f"stray deliveries {r['unexpected_deliveries']}, early "
-        f"{sum(by_tenant[t]['early'] for t in TENANTS)}, wrong X-Scheduler-Scheduled-For "
-        f"{sum(by_tenant[t]['wrong_scheduled_for'] for t in TENANTS)}, create failures "
-        f"{len(r['create_failures'])}"
-    )
+    print_run_details(result, by_tenant, TENANTS)
     print_probe_and_leftovers(result, "the due time")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -317,32 +317,7 @@ def print_priorities(result: dict[str, Any]) -> None:
         f"{'yes' if result['every_run_delivered_once'] else 'NO'}"
     )
     print_arrivals_per_second(result["by_priority"], MEASURED)
-    worker = result["worker"]
-    sizes = "; ".join(
-        f"{p} {n} ({', '.join(f'{k}×{size}' for size, k in worker['batch_sizes'][p].items())})"
-        for p, n in worker["batches"].items()
-    )
-    print(
-        f"  worker: {result['worker_instances_after_warm_up']} instances after the warm-up, at most "
-        f"{worker['max_live_instances']} live and {worker['max_busy_instances']} busy; batches "
-        f"(count×runs): {sizes or 'none seen'}"
-    )
-    r = result
-    print(
-        f"  creation: {sum(r['by_priority'][p]['jobs_created'] for p in MEASURED)} jobs in "
-        f"{r['create_seconds']:.1f} s, due {r['lead_seconds']:.0f} s after creation began "
-        f"(lookahead {r['lookahead_seconds']} s); claimed at create (the others by a poll): "
-        + ", ".join(f"{p} {r['by_priority'][p]['claimed_at_create']}" for p in MEASURED)
-    )
-    if result["creation_overlapped_firing"]:
-        print("  warning: creation was still going on when the jobs were due")
-    print(
-        f"  checks: warm-up runs delivered {r['warm_up_deliveries']}/{r['warm_up_runs']}, "
-        f"stray deliveries {r['unexpected_deliveries']}, early "
-        f"{sum(r['by_priority'][p]['early'] for p in MEASURED)}, wrong X-Scheduler-Scheduled-For "
-        f"{sum(r['by_priority'][p]['wrong_scheduled_for'] for p in MEASURED)}, create failures "
-        f"{len(r['create_failures'])}"
-    )
+    print_run_details(result, result["by_priority"], MEASURED)
     print_probe_and_leftovers(result, "the due time")
 
 
@@ -385,4 +360,35 @@ def priorities_headline(result: dict[str, Any]) -> str:
     return (
         f"HIGH p95 {format_ms(high['p95'])}, LOW p50 {format_ms(low['p50'])} "
         f"(goal HIGH p95 < LOW p50: {verdict}), missed {missed}, duplicated {duplicated}"
+    )
+
+
+def print_run_details(result: dict[str, Any], figures: dict[str, Any], groups: Sequence[str]) -> None:
+    """The lines under a latency table: the worker's instances and batches, the creation,
+    and the checks; `figures` by group (priority, tenant), `groups` in print order."""
+    worker = result["worker"]
+    sizes = "; ".join(
+        f"{p} {n} ({', '.join(f'{k}×{size}' for size, k in worker['batch_sizes'][p].items())})"
+        for p, n in worker["batches"].items()
+    )
+    print(
+        f"  worker: {result['worker_instances_after_warm_up']} instances after the warm-up, at most "
+        f"{worker['max_live_instances']} live and {worker['max_busy_instances']} busy; batches "
+        f"(count×runs): {sizes or 'none seen'}"
+    )
+    r = result
+    print(
+        f"  creation: {sum(figures[g]['jobs_created'] for g in groups)} jobs in "
+        f"{r['create_seconds']:.1f} s, due {r['lead_seconds']:.0f} s after creation began "
+        f"(lookahead {r['lookahead_seconds']} s); claimed at create (the others by a poll): "
+        + ", ".join(f"{g} {figures[g]['claimed_at_create']}" for g in groups)
+    )
+    if result["creation_overlapped_firing"]:
+        print("  warning: creation was still going on when the jobs were due")
+    print(
+        f"  checks: warm-up runs delivered {r['warm_up_deliveries']}/{r['warm_up_runs']}, "
+        f"stray deliveries {r['unexpected_deliveries']}, early "
+        f"{sum(figures[g]['early'] for g in groups)}, wrong X-Scheduler-Scheduled-For "
+        f"{sum(figures[g]['wrong_scheduled_for'] for g in groups)}, create failures "
+        f"{len(r['create_failures'])}"
     )
