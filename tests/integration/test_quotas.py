@@ -150,3 +150,54 @@ def test_default_limits_leave_an_ordinary_tenant_alone(
     for index in range(5):
         cloud.create(cron(receiver, f"job-{index}", "* * * * *"))
     assert cloud.call("GET", "/v1/jobs", caller=ALICE).status == 200
+
+
+def completed_by_a_failed_last_run(
+    limited: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> tuple[str, str]:
+    """A recurring job whose window holds one firing (11:00), whose target refuses it (400,
+    final): the job completes, its run FAILED. (job id, run id)."""
+    ending = cron(receiver, "ending") | {"retry": {"max_attempts": 1}}
+    ending["schedule"] |= {"end_at": (clock.now() + timedelta(minutes=61)).isoformat()}
+    made = limited.create(ending)
+    receiver.respond_with(400)
+    clock.advance(60 * 60)
+    limited.poll()
+    limited.deliver()
+    assert limited.call("GET", f"/v1/jobs/{made['job_id']}").body["status"] == "COMPLETED"
+    [run] = limited.runs(made["job_id"])
+    assert run["status"] == "FAILED"
+    return made["job_id"], run["run_id"]
+
+
+def test_a_completed_jobs_place_is_given_back_once_however_often_its_last_run_ends(
+    limited: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Retrying the failed last run of a completed job ends that run again (and again): its
+    place went back when the job completed, never again."""
+    job_id, run_id = completed_by_a_failed_last_run(limited, clock, receiver)
+    limited.create(cron(receiver, "a"))
+    limited.create(cron(receiver, "b"))
+    for _ in range(3):
+        receiver.respond_with(400)
+        assert limited.call("POST", f"/v1/jobs/{job_id}/runs/{run_id}/retry").status == 202
+        limited.deliver()
+        assert limited.runs(job_id)[0]["status"] == "FAILED"
+
+    refused(limited.call("POST", "/v1/jobs", cron(receiver, "c")), "tenant_max_jobs")
+
+
+def test_a_resume_that_completes_the_job_gives_its_place_back(
+    limited: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    ending = cron(receiver, "ending") | {"misfire": "SKIP"}
+    ending["schedule"] |= {"end_at": (clock.now() + timedelta(minutes=61)).isoformat()}
+    made = limited.create(ending)
+    limited.create(cron(receiver, "b"))
+    assert limited.call("POST", f"/v1/jobs/{made['job_id']}/pause").status == 200
+    clock.advance(2 * 60 * 60)  # its one firing passes while it is paused
+
+    resumed = limited.call("POST", f"/v1/jobs/{made['job_id']}/resume")
+
+    assert resumed.body["status"] == "COMPLETED"
+    assert limited.call("POST", "/v1/jobs", cron(receiver, "c")).status == 201

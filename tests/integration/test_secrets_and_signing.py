@@ -270,3 +270,34 @@ def test_a_tenants_first_http_job_makes_a_secret_so_every_delivery_is_signed(
 
     made = cloud.call("POST", "/v1/signing-secrets").body
     assert made["previous_expires_at"] is None
+
+
+def test_a_kept_secret_never_follows_the_target_to_another_host(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Whoever may change a job must not be able to send its secret, which they cannot read,
+    to a host of their choosing: "***" keeps a value for the same scheme, host and port only."""
+    created = cloud.create(hook(receiver, clock, secret_headers={"Authorization": TOKEN}))
+    with WebhookReceiver() as elsewhere:
+        moved = created["target"] | {"url": elsewhere.url}
+
+        reply = cloud.call("PATCH", f"/v1/jobs/{created['job_id']}", {"target": moved})
+
+        assert reply.status == 400
+        assert reply.body["error"]["details"][0]["field"] == "target.secret_headers.Authorization"
+        fire(cloud, clock, created)
+        assert elsewhere.requests == []
+    assert receiver.requests[-1].headers["authorization"] == TOKEN  # unchanged, where it was
+
+
+@pytest.mark.parametrize("value", [" Bearer x", "Bearer x ", "Bearer x\t"])
+def test_a_header_value_an_http_client_would_refuse_to_send_is_a_400(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, value: str
+) -> None:
+    """(It used to pass, then fail at delivery with an error quoting the value: a secret's.)"""
+    for field in ("secret_headers", "headers"):
+        reply = cloud.call("POST", "/v1/jobs", hook(receiver, clock, **{field: {"Authorization": value}}))
+
+        assert reply.status == 400
+        assert reply.body["error"]["details"][0]["field"] == f"target.{field}.Authorization"
+        assert value.strip() not in json.dumps(reply.body)

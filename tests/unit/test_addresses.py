@@ -51,7 +51,17 @@ def test_other_literals_are_read(host: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    ["example.com", "hooks.example.com.", "1.2.3.4.5", "256.1.1.1", "1.2.3.0x100", "08.1.1.1", "a..b", ""],
+    [
+        "example.com",
+        "hooks.example.com.",
+        "1.2.3.4.5",
+        "256.1.1.1",
+        "1.2.3.0x100",
+        "08.1.1.1",
+        "a..b",
+        "",
+        "1_27.0.0.1",
+    ],
 )
 def test_names_and_impossible_numbers_are_no_literal(host: str) -> None:
     assert ip_literal(host) is None
@@ -84,6 +94,11 @@ REFUSED = [
     ("::ffff:10.0.0.1", "private"),
     ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of the metadata address
     ("2002:a9fe:a9fe::1", "link-local"),  # 6to4 of it
+    ("64:ff9b:1::a9fe:a9fe", "link-local"),  # local-use NAT64
+    ("::ffff:0:a9fe:a9fe", "link-local"),  # IPv4-translated
+    ("::a9fe:a9fe", "link-local"),  # IPv4-compatible (deprecated)
+    ("::7f00:1", "loopback"),
+    ("fec0::1", "private"),  # site-local (deprecated)
 ]
 
 

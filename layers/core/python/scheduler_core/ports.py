@@ -347,6 +347,11 @@ class QuotaCounters(Protocol):
         """Take one off the tenant's `counter` (never below zero)."""
         ...
 
+    def mark_quota_released_if_ended(self, job_id: str) -> Job | None:
+        """Mark an ended (CANCELLED or COMPLETED) job's counts as given back, once: the job
+        as stored when this call marked it, None when it is not ended or was marked already."""
+        ...
+
 
 class JobStore(JobRecords, Listing, RunRecords, RunTransitions, RunningSlots, DueIndex, Watermarks, Protocol):
     """Every port of the jobs table: what the composition root builds and hands each service,

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 import httpcore
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
 
 from scheduler_core.adapters.assumed_roles import AssumedRoles, RoleNotAssumed
 from scheduler_core.adapters.aws import AwsClients
@@ -217,12 +218,28 @@ class TargetDelivery:
         own = {name: value for name, value in target.headers.items() if reserved_header_reason(name) is None}
         # The API validated the target; once more here (microseconds) so that whatever a stored
         # job holds, no request goes out that the rules refuse (a CR LF in a header, a space
-        # in the path): it fails for good instead (ValidationError, caught in `deliver`).
-        target = HttpTarget.model_validate(target.model_dump() | {"headers": own})
+        # in the path): it fails for good instead, naming the fields, never their values (a
+        # URL's path or a header can hold a token).
+        try:
+            target = HttpTarget.model_validate(target.model_dump() | {"headers": own})
+        except ValidationError as invalid:
+            fields = ", ".join(".".join(map(str, e["loc"])) for e in invalid.errors())
+            return Delivery(
+                ok=False, error=f"the stored target breaks today's rules: {fields}", retryable=False
+            )
         parts = urlsplit(target.url)
         where = parts.netloc  # a URL's path and query can hold a token (chat webhooks): never named
         body = None if target.method == "GET" else json.dumps(job.payload).encode()
-        headers = {"Host": where, "Content-Type": "application/json", "User-Agent": USER_AGENT}
+        chosen = {name.lower() for name in own}  # a job's own Content-Type or User-Agent wins
+        headers = {
+            name: value
+            for name, value in {
+                "Host": where,
+                "Content-Type": "application/json",
+                "User-Agent": USER_AGENT,
+            }.items()
+            if name.lower() not in chosen
+        }
         try:
             secret = self._secret_headers(job) if self._secret_headers and job.sealed_headers else {}
             signing = self._signing_secrets(job.tenant) if self._signing_secrets else []
@@ -252,7 +269,12 @@ class TargetDelivery:
                 retryable=True,
             )
         except (httpcore.LocalProtocolError, httpcore.UnsupportedProtocol) as error:
-            return Delivery(ok=False, error=f"cannot send to {where}: {error}", retryable=False)
+            # Its text can quote a header's value (a secret one too): the type only.
+            return Delivery(
+                ok=False,
+                error=f"cannot send to {where}: the request is malformed ({type(error).__name__})",
+                retryable=False,
+            )
         except (httpcore.NetworkError, httpcore.ProtocolError) as error:
             return Delivery(
                 ok=False, error=f"cannot reach {where}: {error or type(error).__name__}", retryable=True

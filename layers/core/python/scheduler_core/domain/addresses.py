@@ -28,7 +28,12 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 forms whose last 32 bits are an IPv4 address: NAT64 (well-known and local-use),
+# IPv4-translated, and the deprecated IPv4-compatible ::a.b.c.d (not :: and ::1 themselves).
+_CARRY_LAST_32_BITS = tuple(
+    ipaddress.ip_network(cidr) for cidr in ("64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96", "::/96")
+)
+_NOT_CARRYING = (ipaddress.ip_address("::"), ipaddress.ip_address("::1"))
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _PRIVATE = tuple(
     ipaddress.ip_network(cidr) for cidr in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
@@ -39,6 +44,8 @@ def _ipv4_part(text: str) -> int | None:
     """One dotted part as resolvers read it: 0x… hex, 0… octal, else decimal."""
     if not text:
         return None
+    if not text.isascii() or not text.replace("x", "").replace("X", "").isalnum():
+        return None  # int() would take "1_27" or " 1": no resolver does
     base = 10
     if text[:2].lower() == "0x":
         text, base = text[2:], 16
@@ -85,11 +92,11 @@ def ip_literal(host: str) -> IPAddress | None:
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 one carries (mapped, NAT64 or 6to4), if any."""
-    if isinstance(address, ipaddress.IPv4Address):
+    if isinstance(address, ipaddress.IPv4Address) or address in _NOT_CARRYING:
         return None
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
-    if address in _NAT64:
+    if any(address in network for network in _CARRY_LAST_32_BITS):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return address.sixtofour
 
@@ -106,7 +113,9 @@ def _kind(address: IPAddress) -> str | None:
         return "a multicast address"
     if isinstance(address, ipaddress.IPv4Address) and address in _SHARED:
         return "a shared (CGNAT) address"
-    if any(address in network for network in _PRIVATE):
+    if any(address in network for network in _PRIVATE) or (
+        isinstance(address, ipaddress.IPv6Address) and address.is_site_local
+    ):
         return "a private address"
     if not address.is_global:  # reserved, documentation, benchmarking, IETF protocol ranges
         return "a reserved address"

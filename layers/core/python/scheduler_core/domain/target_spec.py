@@ -95,6 +95,8 @@ def _header_value(value: str) -> str:
     # RFC 9110 §5.5: visible characters, spaces and tabs, and obs-text (Latin-1), no CR/LF/NUL.
     if any(_is_control(char) and char != "\t" for char in value):
         raise ValueError("header value must not contain CR, LF, NUL or other control characters")
+    if value != value.strip(" \t"):  # RFC 9110 field-value: HTTP clients refuse to send it
+        raise ValueError("header value must not start or end with a space or tab")
     try:
         value.encode("latin-1")
     except UnicodeEncodeError as exc:
@@ -106,8 +108,8 @@ def _header_value(value: str) -> str:
 
 def _secret_header_value(value: SecretStr) -> SecretStr:
     text = value.get_secret_value()
-    if len(text) > MAX_HEADER_VALUE_LENGTH:
-        raise ValueError(f"header value must be at most {MAX_HEADER_VALUE_LENGTH} characters")
+    if len(text.encode()) > MAX_HEADER_VALUE_LENGTH:  # sealed as UTF-8: KMS takes 4096 bytes
+        raise ValueError(f"header value must be at most {MAX_HEADER_VALUE_LENGTH} bytes in UTF-8")
     _header_value(text)
     return value
 

@@ -199,6 +199,8 @@ class Dispatcher:
             "missed firings skipped",
             extra={"job_id": job.job_id, "next_fire_at": iso_or_none(skip_to), "status": str(moved.status)},
         )
+        if moved.status is JobStatus.COMPLETED:
+            self._lifecycle.job_completed(moved)
         return ClaimResult([], moved, skipped=True)
 
     def _claim_retrying_contention(

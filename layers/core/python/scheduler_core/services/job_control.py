@@ -144,6 +144,8 @@ class JobControl:
                 self._send_again(sorted(plan.kept, key=lambda run: run.starts_at), now, caught_up=queues)
                 self._send_again(plan.going_on, now)
                 self._dispatcher.enqueue(new_runs)
+                if resumed.status is JobStatus.COMPLETED:
+                    self._lifecycle.job_completed(resumed)
                 if resumed.status is JobStatus.SCHEDULED:
                     resumed = self._dispatcher.claim_and_enqueue(resumed, now).job
                 return resumed

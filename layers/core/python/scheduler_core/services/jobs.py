@@ -186,9 +186,10 @@ class JobService:
         then the sweep of its waiting runs (`JobControl.cancel_waiting_runs`)."""
         job = self.get(tenant, job_id)
         if job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED):
-            if self._store.cancel_job_if_active(job_id, self._clock.now()) and self._quotas is not None:
-                self._quotas.cancelled(job)
+            self._store.cancel_job_if_active(job_id, self._clock.now())
             job = self.get(tenant, job_id)
+        if self._quotas is not None:  # also when cancelled already: a cancel that failed after its write
+            self._quotas.ended(job_id)
         if job.status is JobStatus.COMPLETED:
             raise Conflict(f"job '{job_id}' already completed; there is nothing left to cancel")
         # Also when it was cancelled already: a cancel that failed after the job's write sweeps.

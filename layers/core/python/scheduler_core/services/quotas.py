@@ -17,6 +17,7 @@ from typing import TypeVar
 from scheduler_core.domain.entities import Job
 from scheduler_core.domain.quotas import Charge, QuotaExceeded, QuotaLimits, charges_of, check_interval
 from scheduler_core.domain.schedule import ScheduleSpec
+from scheduler_core.domain.vocabulary import JobStatus
 from scheduler_core.observability import logger
 from scheduler_core.ports import QuotaCounters
 
@@ -76,13 +77,22 @@ class TenantQuotas:
         self.refund(before.tenant, old)
         return result
 
-    def ended(self, job: Job) -> None:
-        """`job` was cancelled or completed: its counts are given back. A one-off's minute is
-        given back only when it is cancelled before it fired (completed, it did fire)."""
-        self.refund(job.tenant, [c for c in charges_of(job, self.limits) if c.expires_at is None])
-
-    def cancelled(self, job: Job) -> None:
-        self.refund(job.tenant, charges_of(job, self.limits))
+    def ended(self, job_id: str) -> None:
+        """The job may have ended (cancelled or completed): if it has and its counts were not
+        given back yet, they are now, once whatever calls this how often (a cancel racing its
+        last run's end, a re-drive of that run), for the schedule it has as stored. A one-off's
+        minute goes back only for a cancel (completed, it did fire)."""
+        try:
+            ended = self._counters.mark_quota_released_if_ended(job_id)
+        except Exception:
+            logger.exception("quota counts not given back; they stay one too high", extra={"job_id": job_id})
+            return
+        if ended is None:
+            return
+        cancelled = ended.status is JobStatus.CANCELLED
+        self.refund(
+            ended.tenant, [c for c in charges_of(ended, self.limits) if c.expires_at is None or cancelled]
+        )
 
     @contextmanager
     def _given_back_on_error(self, tenant: str, charges: list[Charge]):  # type: ignore[no-untyped-def]

@@ -10,6 +10,9 @@ shows can be sent back as it is. A header left out is dropped.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
 
 from scheduler_core.domain.entities import Job
 from scheduler_core.domain.errors import InvalidRequest, field_error
@@ -50,6 +53,8 @@ class SecretHeaders:
             reason = "cannot be kept: this deployment has no secrets key; use headers, or ask the operator"
             raise InvalidRequest(f"{FIELD} {reason}", [field_error(FIELD, reason)])
         held = {name.lower(): sealed for name, sealed in ((before and before.sealed_headers) or {}).items()}
+        if before is not None and not _same_origin(before.target, target):
+            held = {}  # a kept secret never follows the target to another host: send it again
         sealed: dict[str, str] = {}
         for name, secret in target.secret_headers.items():
             value = secret.get_secret_value()
@@ -59,9 +64,19 @@ class SecretHeaders:
                 sealed[name] = held[name.lower()]
             else:
                 field = f"{FIELD}.{name}"
-                reason = f'is "{SECRET_MASK}" but the job holds no value for {name} to keep; send the value'
+                reason = (
+                    f'is "{SECRET_MASK}" but the job holds no value for {name} to keep at this URL\'s host '
+                    "(a kept secret goes to the host it was given for only); send the value"
+                )
                 raise InvalidRequest(f"{field} {reason}", [field_error(field, reason)])
-        masked = target.model_copy(
-            update={"secret_headers": dict.fromkeys(target.secret_headers, SECRET_MASK)}
-        )
+        shown = SecretStr(SECRET_MASK)
+        masked = target.model_copy(update={"secret_headers": dict.fromkeys(target.secret_headers, shown)})
         return {"target": masked, "sealed_headers": sealed}
+
+
+def _same_origin(before: Target | None, after: HttpTarget) -> bool:
+    """Whether `after` calls the scheme, host and port `before` called."""
+    if not isinstance(before, HttpTarget):
+        return False
+    old, new = urlsplit(before.url), urlsplit(after.url)
+    return (old.scheme, old.hostname, old.port) == (new.scheme, new.hostname, new.port)

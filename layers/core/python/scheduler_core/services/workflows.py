@@ -336,12 +336,10 @@ class WorkflowService:
         if workflow.status is JobStatus.COMPLETED:
             raise Conflict(f"workflow '{workflow_id}' already completed; there is nothing left to cancel")
         now = self._clock.now()
-        if (
-            workflow.status is not JobStatus.CANCELLED
-            and self._store.cancel_job_if_active(workflow_id, now)
-            and self._quotas is not None
-        ):
-            self._quotas.cancelled(workflow)
+        if workflow.status is not JobStatus.CANCELLED:
+            self._store.cancel_job_if_active(workflow_id, now)
+        if self._quotas is not None:
+            self._quotas.ended(workflow_id)
         for task in workflow.tasks or []:
             self._store.cancel_job_if_active(keys.task_job_id(workflow_id, task.task_id), now)
         self._control.cancel_waiting_runs(workflow_id)

@@ -11,6 +11,8 @@ from botocore.exceptions import ClientError
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
 from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
 from scheduler_core.domain import keys
+from scheduler_core.domain.entities import Job
+from scheduler_core.domain.vocabulary import JobStatus
 
 
 class QuotaCountersTable(TableAdapter):
@@ -36,6 +38,28 @@ class QuotaCountersTable(TableAdapter):
                 return None
             raise
         return int(from_item(reply["Attributes"])["used"])
+
+    def mark_quota_released_if_ended(self, job_id: str) -> Job | None:
+        try:
+            reply = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._codec.job_key(job_id),
+                UpdateExpression="SET quota_released = :yes",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND #status IN (:cancelled, :completed) "
+                    "AND attribute_not_exists(quota_released)"
+                ),
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=expression_values(
+                    yes=True, cancelled=str(JobStatus.CANCELLED), completed=str(JobStatus.COMPLETED)
+                ),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return None
+            raise
+        return self._codec.job_from_item(reply["Attributes"])
 
     def refund(self, tenant: str, counter: str) -> None:
         try:
