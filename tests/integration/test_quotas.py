@@ -201,3 +201,16 @@ def test_a_resume_that_completes_the_job_gives_its_place_back(
 
     assert resumed.body["status"] == "COMPLETED"
     assert limited.call("POST", "/v1/jobs", cron(receiver, "c")).status == 201
+
+
+def test_a_workflow_refused_by_its_quota_writes_no_task_items(
+    limited: SchedulerHarness, receiver: WebhookReceiver
+) -> None:
+    limited.create(cron(receiver, "a"))
+    limited.create(cron(receiver, "b"))
+    tasks = [{"task_id": f"t{i}", "target": cron(receiver)["target"]} for i in range(3)]
+
+    refused(limited.call("POST", "/v1/workflows", {"name": "wf", "tasks": tasks}), "tenant_max_jobs")
+
+    items = limited.clients.dynamodb().scan(TableName=limited.settings.jobs_table_name)["Items"]
+    assert [item for item in items if item.get("kind", {}).get("S") == "TASK"] == []

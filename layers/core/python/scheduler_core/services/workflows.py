@@ -8,6 +8,7 @@ Tenancy as for jobs: another tenant's workflow is a missing one (404)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from scheduler_core.domain import keys, run_state
@@ -128,11 +129,7 @@ class WorkflowService:
             kind=JobKind.WORKFLOW,
             tasks=request.tasks,
         )
-        for task in request.tasks:
-            # An item there already: a keyed create sent again after the first one failed.
-            if not self._store.put_job_if_absent(self._task_job(workflow, task)) and not keyed:
-                raise RuntimeError(f"task item {keys.task_job_id(workflow_id, task.task_id)} exists already")
-        if not self._put_counted(workflow):
+        if not self._put_counted(workflow, lambda: self._put_items(workflow, request.tasks, keyed)):
             if not keyed:
                 raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
             return self.get(tenant, workflow_id)
@@ -147,10 +144,23 @@ class WorkflowService:
             )
             return workflow
 
-    def _put_counted(self, workflow: Job) -> bool:
+    def _put_items(self, workflow: Job, tasks: list[TaskSpec], keyed: bool) -> bool:
+        """The task items, then the workflow's (the write that makes it exist); False when the
+        workflow's item is there already."""
+        for task in tasks:
+            # An item there already: a keyed create sent again after the first one failed.
+            if not self._store.put_job_if_absent(self._task_job(workflow, task)) and not keyed:
+                raise RuntimeError(
+                    f"task item {keys.task_job_id(workflow.job_id, task.task_id)} exists already"
+                )
+        return self._store.put_job_if_absent(workflow)
+
+    def _put_counted(self, workflow: Job, put: Callable[[], bool]) -> bool:
+        """`put()` the new workflow's items within its tenant's quota: counted first, so a
+        refused workflow writes none of them."""
         if self._quotas is None:
-            return self._store.put_job_if_absent(workflow)
-        return self._quotas.making(workflow, lambda: self._store.put_job_if_absent(workflow), lambda put: put)
+            return put()
+        return self._quotas.making(workflow, put, lambda written: written)
 
     def _check(self, tenant: str, request: WorkflowCreate) -> None:
         """What a workflow's fields cannot say alone: its tasks form a DAG, each target is one
