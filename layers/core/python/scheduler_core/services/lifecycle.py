@@ -77,7 +77,7 @@ class RunLifecycle:
     def job_completed(self, job: Job) -> None:
         """`job`'s last run ended and completed it (in the same write): its quota counts go back."""
         if self._quotas is not None:
-            self._quotas.ended(job.job_id)
+            self._quotas.completed(job)
 
     def sent_timer(self, starts_at: datetime, now: datetime) -> datetime:
         """When to look again at a run whose message is (about to be) on its queue."""

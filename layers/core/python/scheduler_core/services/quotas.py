@@ -77,6 +77,13 @@ class TenantQuotas:
         self.refund(before.tenant, old)
         return result
 
+    def completed(self, job: Job) -> None:
+        """`job` completed: a recurring job's or workflow's held count goes back (`ended`). A
+        one-off holds none (its minute stays: it fired), so its completion costs no write —
+        a midnight of a million of them adds nothing here."""
+        if any(charge.expires_at is None for charge in charges_of(job, self.limits)):
+            self.ended(job.job_id)
+
     def ended(self, job_id: str) -> None:
         """The job may have ended (cancelled or completed): if it has and its counts were not
         given back yet, they are now, once whatever calls this how often (a cancel racing its
