@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 
 from infra.config import REPO_ROOT
-from infra.local.cloud import STACK_NAME
+from infra.local.cloud import LOCAL_CONTEXT, STACK_NAME
 from infra.local.deployment import (
     FAKE_CREDENTIALS,
     REGION,
@@ -85,7 +85,8 @@ class BenchStack:
             self.endpoint_url = self._moto.url
             aws = LocalAws(self.endpoint_url)
             assembly = REPO_ROOT / "cdk.out"
-            synthesize(assembly, STACK_NAME)
+            # As the local cloud deploys it: its targets are receivers on loopback, over http.
+            synthesize(assembly, STACK_NAME, LOCAL_CONTEXT)
             deployment = deploy(aws, assembly, STACK_NAME)
             lambda_client = aws.client("lambda")
             variables: dict[str, str] = {}
