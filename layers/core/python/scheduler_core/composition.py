@@ -139,7 +139,8 @@ def build_job_service(
     targets = build_target_check(settings, clients)
     creates = build_create_once(settings, clients)
     runner = WorkflowRunner(store, build_queue(settings, clients, clock), clock, lifecycle)
-    signing = build_signing(settings, clients, clock, store)
+    secrets = build_secrets(settings, clients)
+    signing = build_signing(settings, clients, clock, store, secrets)
     quotas = build_quotas(settings, store)
     workflows = WorkflowService(
         store, runner, dispatcher, clock, lifecycle, targets, creates, signing, quotas
@@ -152,7 +153,7 @@ def build_job_service(
         targets,
         creates,
         workflows=workflows,
-        secrets=build_secrets(settings, clients),
+        secrets=secrets,
         signing=signing,
         quotas=quotas,
         audit=build_audit_log(settings, clients, clock),
@@ -176,9 +177,14 @@ def build_secrets(settings: Settings, clients: AwsClients) -> KmsSecrets | None:
 
 
 def build_signing(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    secrets: KmsSecrets | None = None,
 ) -> SigningSecrets | None:
-    secrets = build_secrets(settings, clients)
+    """`secrets`: the process's secrets adapter, shared (default: one of its own)."""
+    secrets = secrets or build_secrets(settings, clients)
     if secrets is None:
         return None
     return SigningSecrets(store or build_store(settings, clients), secrets, clock)
@@ -195,7 +201,7 @@ def build_targets(
     assumed role's expiry read; `roles`: how targets' execution roles are assumed (default:
     with `clients`' STS)."""
     secrets = build_secrets(settings, clients)
-    signing = build_signing(settings, clients, clock, store)
+    signing = build_signing(settings, clients, clock, store, secrets)  # one cache of opened values
     return TargetDelivery(
         clients,
         GuardedHttp(address_policy(settings)),

@@ -31,7 +31,7 @@ from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
-from scheduler_core.services.quotas import TenantQuotas
+from scheduler_core.services.quotas import TenantQuotas, put_counted
 from scheduler_core.services.secret_headers import SecretHeaders
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.target_check import TargetCheck
@@ -146,7 +146,7 @@ class JobService:
             version=1,
         )
         job = job.model_copy(update=self._admit_request(request, job))
-        if not self._put_counted(job):
+        if not put_counted(self._quotas, job, lambda: self._store.put_job_if_absent(job)):
             if job_id is None:
                 raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
             return self.get(tenant, job.job_id)
@@ -157,12 +157,6 @@ class JobService:
                 "claim at create failed; the poller claims the job", extra={"job_id": job.job_id}
             )
             return job
-
-    def _put_counted(self, job: Job) -> bool:
-        """Put the new job if absent, within its tenant's quotas."""
-        if self._quotas is None:
-            return self._store.put_job_if_absent(job)
-        return self._quotas.making(job, lambda: self._store.put_job_if_absent(job), lambda put: put)
 
     def get(self, tenant: str, job_id: str) -> Job:
         job = self._store.get_job(job_id)

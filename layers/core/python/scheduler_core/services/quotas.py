@@ -10,7 +10,7 @@ crash in between leaves the count one too high (stricter, never looser), logged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -54,16 +54,16 @@ class TenantQuotas:
                     extra={"tenant": tenant, "counter": charge.counter},
                 )
 
-    def making(self, job: Job, write: Callable[[], T], written: Callable[[T], bool]) -> T:
-        """`write()` the new `job` within its counts: taken first, given back unless
-        `written(result)` (the job already existed) or if the write raised."""
+    def making(self, job: Job, put: Callable[[], bool]) -> bool:
+        """`put()` the new `job`'s item(s) within its counts: taken first (so a refused job
+        writes nothing), given back if `put` wrote nothing (the job existed) or raised."""
         charges = charges_of(job, self.limits)
         self.charge(job.tenant, charges)
         with self._given_back_on_error(job.tenant, charges):
-            result = write()
-        if not written(result):
+            written = put()
+        if not written:
             self.refund(job.tenant, charges)
-        return result
+        return written
 
     def changing(self, before: Job, after: Job, write: Callable[[], T]) -> T:
         """`write()` a change of `before` into `after`: the counts `after` takes beyond
@@ -102,12 +102,17 @@ class TenantQuotas:
         )
 
     @contextmanager
-    def _given_back_on_error(self, tenant: str, charges: list[Charge]):  # type: ignore[no-untyped-def]
+    def _given_back_on_error(self, tenant: str, charges: list[Charge]) -> Iterator[None]:
         try:
             yield
         except BaseException:
             self.refund(tenant, charges)
             raise
+
+
+def put_counted(quotas: TenantQuotas | None, job: Job, put: Callable[[], bool]) -> bool:
+    """`put()` a new job or workflow within its tenant's quotas (None: not counted)."""
+    return put() if quotas is None else quotas.making(job, put)
 
 
 def _refusal(charge: Charge) -> str:

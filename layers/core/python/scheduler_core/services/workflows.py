@@ -8,7 +8,6 @@ Tenancy as for jobs: another tenant's workflow is a missing one (404)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from scheduler_core.domain import keys, run_state
@@ -41,7 +40,7 @@ from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
-from scheduler_core.services.quotas import TenantQuotas
+from scheduler_core.services.quotas import TenantQuotas, put_counted
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflow_runs import WorkflowRunner
@@ -129,7 +128,7 @@ class WorkflowService:
             kind=JobKind.WORKFLOW,
             tasks=request.tasks,
         )
-        if not self._put_counted(workflow, lambda: self._put_items(workflow, request.tasks, keyed)):
+        if not put_counted(self._quotas, workflow, lambda: self._put_items(workflow, request.tasks, keyed)):
             if not keyed:
                 raise RuntimeError(f"workflow id {workflow_id} clashed with an existing job")
             return self.get(tenant, workflow_id)
@@ -154,13 +153,6 @@ class WorkflowService:
                     f"task item {keys.task_job_id(workflow.job_id, task.task_id)} exists already"
                 )
         return self._store.put_job_if_absent(workflow)
-
-    def _put_counted(self, workflow: Job, put: Callable[[], bool]) -> bool:
-        """`put()` the new workflow's items within its tenant's quota: counted first, so a
-        refused workflow writes none of them."""
-        if self._quotas is None:
-            return put()
-        return self._quotas.making(workflow, put, lambda written: written)
 
     def _check(self, tenant: str, request: WorkflowCreate) -> None:
         """What a workflow's fields cannot say alone: its tasks form a DAG, each target is one
