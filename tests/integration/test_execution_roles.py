@@ -14,10 +14,8 @@ and moto keeps each AssumeRole (role, external id, session, keys), which the tes
 
 from __future__ import annotations
 
-import io
 import json
 import threading
-import zipfile
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs
@@ -34,6 +32,7 @@ from scheduler_core.composition import build_run_executor, build_targets
 from scheduler_core.domain.execution_roles import external_id
 from tests.support.events import ACCOUNT, ALICE, BOB
 from tests.support.harness import REGION, FrozenClock, SchedulerHarness
+from tests.support.helpers import a_function
 
 OTHER_ACCOUNT = "111122223333"
 
@@ -155,22 +154,6 @@ def test_a_queue_target_is_sent_to_with_the_roles_credentials_not_the_workers(
     assert assumed() == [(role, ALICE, f"scheduler-{run['run_id'].replace(':', '-')}")]
     # The SendMessage to the target carried the assumed role's keys, and only those.
     assert calls.keys_of("sqs", "SendMessage") == assumed_keys()
-
-
-def a_function(cloud: SchedulerHarness, name: str) -> str:
-    """A function in moto (never run: moto's Lambda without Docker only answers 202)."""
-    role = cloud.clients.client("iam").create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
-    created = cloud.clients.lambda_().create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role["Role"]["Arn"],
-        Handler="handler.handler",
-        Code={"ZipFile": code.getvalue()},
-    )
-    return str(created["FunctionArn"])
 
 
 @pytest.mark.parametrize("kind", ["SNS", "EVENTBRIDGE", "LAMBDA"])

@@ -4,9 +4,7 @@ targets that do not exist fail at once with the reason; bad targets are 400s nam
 
 from __future__ import annotations
 
-import io
 import json
-import zipfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +17,7 @@ from scheduler_core.domain.target_spec import EventBridgeTarget
 from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
 from tests.support.events import ACCOUNT, ALICE
 from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import a_function
 
 REGION = "us-east-1"
 
@@ -288,22 +287,6 @@ def test_an_entry_putevents_refuses_is_a_failed_delivery_with_the_entrys_error(
 
 
 # --- Lambda ------------------------------------------------------------------------------------
-
-
-def a_function(cloud: SchedulerHarness, name: str) -> str:
-    """A Lambda function in moto (its code is never run: that needs Docker); returns its ARN."""
-    role = cloud.clients.client("iam").create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
-    created = cloud.clients.lambda_().create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role["Role"]["Arn"],
-        Handler="handler.handler",
-        Code={"ZipFile": code.getvalue()},
-    )
-    return created["FunctionArn"]
 
 
 def test_a_function_is_invoked_asynchronously_with_the_payload_and_the_run_ids(
