@@ -248,9 +248,8 @@ class TargetDelivery:
         timestamp = int(self._clock.now().timestamp())
         headers |= own | secret | scheduler_headers(job, run)
         headers |= webhook_headers(signing, run.run_id, timestamp, body or b"")
-        wanted = (
-            MAX_OUTPUT_BYTES + 1 if job.kind is JobKind.TASK else 0
-        )  # a plain job's body is not waited for
+        # Only a workflow task's answer body is read (its output); a plain job's is not waited for.
+        wanted = MAX_OUTPUT_BYTES + 1 if job.kind is JobKind.TASK else 0
         try:
             answer = self._http.send(
                 target.method,
