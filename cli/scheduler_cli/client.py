@@ -128,7 +128,8 @@ class ApiClient:
         return self._http.request(method, url, content=body, headers=sent)
 
     def _signed(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> dict[str, str]:
-        assert self.target.session is not None and self.target.region is not None
+        assert self.target.session is not None
+        assert self.target.region is not None
         credentials: Credentials | None = self.target.session.get_credentials()
         if credentials is None:
             raise TargetNotFound("no AWS credentials found (profile, environment or SSO login)")
