@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, ArnFormat, Aws, Duration, Stack, Validations
@@ -82,6 +83,8 @@ class Api(Construct):
                 "TENANT_MAX_JOBS": str(config.tenant_max_jobs),
                 "TENANT_MAX_FIRINGS_PER_MINUTE": str(config.tenant_max_firings_per_minute),
                 "MIN_INTERVAL_SECONDS": str(config.min_interval_seconds),
+                # Roles whose sessions are tenants each (scheduler_core.domain.tenancy).
+                "PER_SESSION_TENANT_ROLES": json.dumps(list(config.per_session_tenant_roles)),
                 # A create sent again with the same Idempotency-Key returns the first one's job.
                 "IDEMPOTENCY_TABLE_NAME": store.idempotency_table.table_name,
             },

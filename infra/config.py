@@ -37,6 +37,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The api function carries the target ARN patterns in its environment, which Lambda limits
 # to 4 KB in all; the rest of it (tables, queue URLs, numbers) takes about 1 KB.
 MAX_TARGET_PATTERN_CHARACTERS = 2048
+# A per_session_tenant_roles entry: IAM role-name characters, with fnmatch's * and ?.
+_ROLE_PATTERN = re.compile(r"[\w+=,.@*?-]{1,64}")
 
 
 class ConfigError(ValueError):
@@ -166,6 +168,8 @@ class SchedulerConfig:
     tenant_max_jobs: int = 10_000
     tenant_max_firings_per_minute: int = 6_000
     min_interval_seconds: int = 60
+    # Role-name patterns whose sessions are tenants each (docs/security.md, "Tenants").
+    per_session_tenant_roles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -289,6 +293,7 @@ class SchedulerConfig:
             tenant_max_jobs=required_int("tenant_max_jobs"),
             tenant_max_firings_per_minute=required_int("tenant_max_firings_per_minute"),
             min_interval_seconds=required_int("min_interval_seconds"),
+            per_session_tenant_roles=_role_patterns(required("per_session_tenant_roles")),
         )
 
 
@@ -403,6 +408,18 @@ def _cidr_list(value: Any) -> tuple[str, ...]:
             f'context target_private_cidrs must be a list of CIDRs such as ["10.0.0.0/16"], got {value!r}'
         )
     return tuple(cidrs)
+
+
+def _role_patterns(value: Any) -> tuple[str, ...]:
+    patterns = _json_value("per_session_tenant_roles", value)
+    if not isinstance(patterns, list) or not all(
+        isinstance(p, str) and _ROLE_PATTERN.fullmatch(p) for p in patterns
+    ):
+        raise ConfigError(
+            "context per_session_tenant_roles must be a list of role names or patterns such as "
+            f'["AWSReservedSSO_*", "ci-deployer"], got {value!r}'
+        )
+    return tuple(patterns)
 
 
 def _arn_list(node: Node, key: str) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ from scheduler_core.domain.api_shapes import (
     RunView,
     SigningSecretMade,
     SigningSecretState,
+    TenantView,
     WorkflowCreate,
     WorkflowPage,
     WorkflowPatch,
@@ -49,7 +50,7 @@ from scheduler_core.domain.api_shapes import (
     WorkflowView,
 )
 from scheduler_core.domain.errors import InvalidCursor, SchedulerError
-from scheduler_core.domain.tenancy import tenant_of
+from scheduler_core.domain.execution_roles import external_id
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import CursorNotValid, StoreContention
@@ -73,7 +74,8 @@ def _audited(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Re
     the request id. A line that cannot be written is logged, counted and the answer stands:
     the change is made."""
     event = app.current_event
-    audit = app.context["jobs"].audit
+    service: JobService = app.context["jobs"]
+    audit = service.audit
     # The route Powertools matched: its OpenAPI path, and the ids its path names (never the
     # validated arguments, which hold the body: payloads, secret headers).
     route = app.context.get("_route")
@@ -82,7 +84,8 @@ def _audited(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Re
         return response
     matched = route.rule.match(event.path) if route is not None else None
     entry = audit_entry(
-        tenant_of(event.request_context.identity.raw_event),
+        service.tenancy.of(event.request_context.identity.raw_event),
+        event.request_context.identity.user_arn,
         event.http_method,
         route.openapi_path if route is not None else event.resource,
         matched.groupdict() if matched is not None else {},
@@ -215,7 +218,7 @@ def _workflows() -> WorkflowService:
 
 
 def _tenant() -> str:
-    tenant = tenant_of(app.current_event.request_context.identity.raw_event)
+    tenant = _jobs().tenancy.of(app.current_event.request_context.identity.raw_event)
     if tenant is None:
         raise SchedulerError("the request carries no IAM identity; sign it with SigV4", [], "FORBIDDEN", 403)
     return tenant
@@ -591,6 +594,22 @@ def rotate_signing_secret() -> Response[Any]:
 )
 def get_signing_secret() -> Response[Any]:
     return _json(HTTPStatus.OK, _signing().describe(_tenant()))
+
+
+@app.get(
+    "/v1/tenant",
+    summary="Who you are to the scheduler",
+    description="Your tenant (the owner of your jobs) and the external id your execution roles' "
+    "trust policies require.",
+    responses=answers(HTTPStatus.OK, TenantView, "Your tenant."),
+)
+def get_tenant() -> Response[Any]:
+    tenant = _tenant()
+    identity = app.current_event.request_context.identity.raw_event
+    return _json(
+        HTTPStatus.OK,
+        {"tenant": tenant, "principal_arn": str(identity.get("userArn")), "external_id": external_id(tenant)},
+    )
 
 
 @app.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from infra.local.functions import FunctionError, FunctionHost
+from infra.local.identity import IdLookup, principal_id
 
 CALLER_HEADER = "X-Local-Caller"
 # What an `ANY` method stands for in API Gateway.
@@ -94,6 +95,7 @@ class ApiGateway:
         default_caller: str,
         account: str,
         on_error: Callable[[str, str], None],
+        principal_ids: IdLookup | None = None,
     ) -> None:
         # Most specific first, as API Gateway matches: literal segments, then {param}, then {proxy+}.
         self._routes = sorted(routes, key=lambda r: r.specificity, reverse=True)
@@ -102,6 +104,8 @@ class ApiGateway:
         self._default_caller = default_caller
         self._account = account
         self._on_error = on_error
+        # The unique id of a caller IAM knows (infra/local/identity.py).
+        self._principal_ids = principal_ids
         gateway = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -193,12 +197,8 @@ class ApiGateway:
         identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent")}
         if route.authorization == "AWS_IAM":
             arn = caller_arn(caller or self._default_caller, self._account)
-            identity |= {
-                "userArn": arn,
-                "caller": arn.rsplit("/", 1)[-1],
-                "user": arn.rsplit("/", 1)[-1],
-                "accountId": self._account,
-            }
+            user = principal_id(arn, self._principal_ids)
+            identity |= {"userArn": arn, "caller": user, "user": user, "accountId": self._account}
         try:
             text, encoded = body.decode(), False
         except UnicodeDecodeError:

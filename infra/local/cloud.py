@@ -27,6 +27,7 @@ from infra.local.deployment import (
 )
 from infra.local.event_sources import SqsEventSource, event_sources
 from infra.local.functions import FunctionHost
+from infra.local.identity import IamIds
 from infra.local.schedules import ScheduleDriver, scheduled_targets
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 
@@ -127,6 +128,7 @@ class LocalCloud:
             default_caller=options.caller,
             account=account,
             on_error=self.console.error,
+            principal_ids=IamIds(self.aws.client("iam")),
         )
         self._api.start()
         self.event_sources = event_sources(self.aws, self.hosts, self.console.error)

@@ -54,7 +54,7 @@ from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.settings import Settings
 from tests.infra.conftest import Synthesis
 from tests.infra.grants import arn_of, grants_of
-from tests.support.events import ALICE, LambdaContext, api_event, sqs_event
+from tests.support.events import ALICE_TENANT, LambdaContext, api_event, sqs_event
 from tests.support.faults import DiesAtTheCall, WorkerDied
 from tests.support.harness import (
     IDEMPOTENCY_TABLE,
@@ -427,7 +427,7 @@ def execution_roles(s: Scheduler) -> None:
                 "Effect": "Allow",
                 "Principal": {"AWS": s.settings.worker_role_arn},
                 "Action": "sts:AssumeRole",
-                "Condition": {"StringEquals": {"sts:ExternalId": ALICE}},
+                "Condition": {"StringEquals": {"sts:ExternalId": ALICE_TENANT}},
             }
         ],
     }

@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from tests.support.events import BOB
+from tests.support.events import BOB, BOB_TENANT
 from tests.support.harness import AUDIT_LOG_GROUP, FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
 
@@ -45,7 +45,7 @@ def test_every_mutating_call_that_succeeded_leaves_one_audit_line(
         ("POST /v1/jobs/{job_id}/pause", {"job_id": job_id}, 200),
         ("DELETE /v1/jobs/{job_id}", {"job_id": job_id}, 200),
     ]
-    assert {line["tenant"] for line in lines} == {BOB}
+    assert {(line["tenant"], line["principal_arn"]) for line in lines} == {(BOB_TENANT, BOB)}
     assert all(line["request_id"] for line in lines)
     assert "4111" not in json.dumps(lines)
     assert "t0p" not in json.dumps(lines)

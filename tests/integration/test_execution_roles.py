@@ -30,7 +30,7 @@ from moto.sts.models import sts_backends
 from scheduler_core.adapters.assumed_roles import AssumedRoles
 from scheduler_core.composition import build_run_executor, build_targets
 from scheduler_core.domain.execution_roles import external_id
-from tests.support.events import ACCOUNT, ALICE, BOB
+from tests.support.events import ACCOUNT, ALICE, ALICE_TENANT, BOB, BOB_TENANT
 from tests.support.harness import REGION, FrozenClock, SchedulerHarness
 from tests.support.helpers import a_function
 
@@ -50,8 +50,8 @@ def trust_policy(principal: str | list[str], tenant: str | None, **statement: An
 
 
 def a_role(cloud: SchedulerHarness, name: str, policy: dict[str, Any] | None = None) -> str:
-    """A role of the stack's account; by default one that trusts the worker for ALICE."""
-    policy = policy or trust_policy(cloud.settings.worker_role_arn, ALICE)
+    """A role of the stack's account; by default one that trusts the worker for ALICE_TENANT."""
+    policy = policy or trust_policy(cloud.settings.worker_role_arn, ALICE_TENANT)
     role = cloud.clients.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(policy))
     return str(role["Role"]["Arn"])
 
@@ -151,7 +151,7 @@ def test_a_queue_target_is_sent_to_with_the_roles_credentials_not_the_workers(
 
     assert run["status"] == "SUCCEEDED", run
     assert [json.loads(m["Body"]) for m in messages(cloud.clients, url)] == [{"order": 7}]
-    assert assumed() == [(role, ALICE, f"scheduler-{run['run_id'].replace(':', '-')}")]
+    assert assumed() == [(role, ALICE_TENANT, f"scheduler-{run['run_id'].replace(':', '-')}")]
     # The SendMessage to the target carried the assumed role's keys, and only those.
     assert calls.keys_of("sqs", "SendMessage") == assumed_keys()
 
@@ -195,7 +195,7 @@ def test_topic_bus_and_function_targets_are_called_with_the_roles_credentials(
         run = run_when_due(cloud, clock, reply.body["job_id"])
 
     assert run["status"] == "SUCCEEDED", run
-    assert [(arn, tenant) for arn, tenant, _ in assumed()] == [(role, ALICE)]
+    assert [(arn, tenant) for arn, tenant, _ in assumed()] == [(role, ALICE_TENANT)]
     assert calls.keys_of(service, operation) == assumed_keys()
     if kind != "LAMBDA":
         [message] = messages(cloud.clients, url)
@@ -230,7 +230,9 @@ def test_a_role_of_another_account_reaches_that_accounts_queue(
 
     assert run["status"] == "SUCCEEDED", run
     assert [json.loads(m["Body"]) for m in messages(their_clients, url)] == [{"order": 7}]
-    assert [(arn, tenant) for arn, tenant, _ in assumed(OTHER_ACCOUNT) if arn == role] == [(role, ALICE)]
+    assert [(arn, tenant) for arn, tenant, _ in assumed(OTHER_ACCOUNT) if arn == role] == [
+        (role, ALICE_TENANT)
+    ]
 
 
 # --- credentials kept, refreshed ----------------------------------------------------------------
@@ -269,7 +271,7 @@ def test_threads_delivering_for_one_role_at_once_assume_it_once(
     role = a_role(cloud, "alice-delivery")
     got: list[Any] = []
     threads = [
-        threading.Thread(target=lambda n=n: got.append(roles.clients(role, ALICE, f"job:{n}")))
+        threading.Thread(target=lambda n=n: got.append(roles.clients(role, ALICE_TENANT, f"job:{n}")))
         for n in range(16)
     ]
     for thread in threads:
@@ -280,8 +282,8 @@ def test_threads_delivering_for_one_role_at_once_assume_it_once(
     assert len(assumed()) == 1
     assert len({id(clients) for clients in got}) == 1
     # Another tenant naming the same role is another external id: assumed apart.
-    roles.clients(role, BOB, "job:bob")
-    assert [tenant for _, tenant, _ in assumed()] == [ALICE, BOB]
+    roles.clients(role, BOB_TENANT, "job:bob")
+    assert [tenant for _, tenant, _ in assumed()] == [ALICE_TENANT, BOB_TENANT]
 
 
 # --- refused at create and change: the trust-policy check (the PassRole equivalent) -------------
@@ -296,7 +298,7 @@ def refusal_403(reply: Any) -> str:
     return str(detail["message"])
 
 
-def expected_refusal(cloud: SchedulerHarness, role: str, tenant: str = ALICE) -> str:
+def expected_refusal(cloud: SchedulerHarness, role: str, tenant: str = ALICE_TENANT) -> str:
     return (
         f"the scheduler could not assume {role}: its trust policy must let {cloud.settings.worker_role_arn} "
         f"assume it (sts:AssumeRole) with sts:ExternalId = {external_id(tenant)}"
@@ -306,11 +308,11 @@ def expected_refusal(cloud: SchedulerHarness, role: str, tenant: str = ALICE) ->
 @pytest.mark.parametrize(
     "policy",
     [
-        lambda worker: trust_policy(f"arn:aws:iam::{ACCOUNT}:role/someone-else", ALICE),
-        lambda worker: trust_policy(worker, BOB),
+        lambda worker: trust_policy(f"arn:aws:iam::{ACCOUNT}:role/someone-else", ALICE_TENANT),
+        lambda worker: trust_policy(worker, BOB_TENANT),
         lambda worker: trust_policy(worker, None),
-        lambda worker: trust_policy(worker, ALICE, Effect="Deny"),
-        lambda worker: trust_policy("*", ALICE),
+        lambda worker: trust_policy(worker, ALICE_TENANT, Effect="Deny"),
+        lambda worker: trust_policy("*", ALICE_TENANT),
         lambda worker: {
             "Statement": [
                 {
@@ -363,23 +365,27 @@ def test_another_tenant_cannot_use_alices_role(cloud: SchedulerHarness) -> None:
 
     message = refusal_403(due_soon(cloud, {"type": "SQS", "queue_url": url, "role_arn": role}, caller=BOB))
 
-    assert message == expected_refusal(cloud, role, BOB)
+    assert message == expected_refusal(cloud, role, BOB_TENANT)
     assert due_soon(cloud, {"type": "SQS", "queue_url": url, "role_arn": role}).status == 201
 
 
 @pytest.mark.parametrize(
     "policy",
     [
-        lambda worker: trust_policy(f"arn:aws:iam::{ACCOUNT}:root", ALICE),
+        lambda worker: trust_policy(f"arn:aws:iam::{ACCOUNT}:root", ALICE_TENANT),
         lambda worker: trust_policy(
-            [worker, "arn:aws:iam::444455556666:root"], ALICE, Action=["sts:AssumeRole", "sts:TagSession"]
+            [worker, "arn:aws:iam::444455556666:root"],
+            ALICE_TENANT,
+            Action=["sts:AssumeRole", "sts:TagSession"],
         ),
         lambda worker: {
             "Statement": {
                 "Effect": "Allow",
                 "Principal": {"AWS": worker},
                 "Action": "sts:*",
-                "Condition": {"StringEquals": {"STS:EXTERNALID": [external_id(BOB), external_id(ALICE)]}},
+                "Condition": {
+                    "StringEquals": {"STS:EXTERNALID": [external_id(BOB_TENANT), external_id(ALICE_TENANT)]}
+                },
             }
         },
     ],
@@ -396,7 +402,7 @@ def test_trust_policies_written_other_ways_that_let_the_worker_in_are_accepted(
 
 def test_a_patch_to_an_untrusted_role_is_a_403_and_changes_nothing(cloud: SchedulerHarness) -> None:
     role = a_role(cloud, "alice-delivery")
-    untrusted = a_role(cloud, "bobs-role", trust_policy(cloud.settings.worker_role_arn, BOB))
+    untrusted = a_role(cloud, "bobs-role", trust_policy(cloud.settings.worker_role_arn, BOB_TENANT))
     url, _ = inbox(cloud.clients, "alice-orders")
     job = due_soon(cloud, {"type": "SQS", "queue_url": url, "role_arn": role}).body
 
@@ -412,7 +418,7 @@ def test_a_patch_to_an_untrusted_role_is_a_403_and_changes_nothing(cloud: Schedu
 
 
 def test_a_workflow_tasks_untrusted_role_is_a_403_naming_the_task(cloud: SchedulerHarness) -> None:
-    untrusted = a_role(cloud, "bobs-role", trust_policy(cloud.settings.worker_role_arn, BOB))
+    untrusted = a_role(cloud, "bobs-role", trust_policy(cloud.settings.worker_role_arn, BOB_TENANT))
     url, _ = inbox(cloud.clients, "alice-orders")
     tasks = [{"task_id": "a", "target": {"type": "SQS", "queue_url": url, "role_arn": untrusted}}]
 

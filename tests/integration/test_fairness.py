@@ -15,7 +15,7 @@ from moto import mock_aws
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.domain.messages import fifo_id
 from scheduler_core.domain.vocabulary import Priority
-from tests.support.events import ALICE, BOB
+from tests.support.events import ALICE, ALICE_TENANT, BOB, BOB_TENANT
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver
 
@@ -54,8 +54,8 @@ def test_a_polls_sends_go_round_robin_by_tenant_each_in_its_tenants_message_grou
 
     assert sorted(job_id for job_id, _ in received) == sorted(flood + few)
     groups = {job_id: group for job_id, group in received}
-    assert {groups[j] for j in flood} == {fifo_id(ALICE)}
-    assert {groups[j] for j in few} == {fifo_id(BOB)}
+    assert {groups[j] for j in flood} == {fifo_id(ALICE_TENANT)}
+    assert {groups[j] for j in few} == {fifo_id(BOB_TENANT)}
     # The few go out among the first: one of theirs after each of the flood's first ones.
     positions = [index for index, (job_id, _) in enumerate(received) if job_id in few]
     assert positions == [1, 3, 5, 7], positions

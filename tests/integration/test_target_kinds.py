@@ -15,7 +15,7 @@ from scheduler_core.adapters.targets import TargetDelivery
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.target_spec import EventBridgeTarget
 from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
-from tests.support.events import ACCOUNT, ALICE
+from tests.support.events import ACCOUNT, ALICE_TENANT
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import a_function
 
@@ -91,7 +91,7 @@ def test_a_run_sent_twice_to_a_fifo_queue_arrives_once(cloud: SchedulerHarness, 
     url, _ = queue(cloud, "orders.fifo", FifoQueue="true")
     job_id = create_due_soon(cloud, clock, {"type": "SQS", "queue_url": url})["job_id"]
     run_id = run_when_due(cloud, clock, {"job_id": job_id})["run_id"]
-    job, run = cloud.jobs.get(ALICE, job_id), cloud.jobs.get_run(ALICE, job_id, run_id)
+    job, run = cloud.jobs.get(ALICE_TENANT, job_id), cloud.jobs.get_run(ALICE_TENANT, job_id, run_id)
 
     assert TargetDelivery(cloud.clients).deliver(job, run).ok  # the same run once more
 
@@ -266,7 +266,7 @@ def test_an_entry_putevents_refuses_is_a_failed_delivery_with_the_entrys_error(
     """PutEvents answers 200 and reports a refused entry in the entry itself. Validation never
     lets an empty source through, so the job here is one stored as validation would refuse it."""
     target = {"type": "EVENTBRIDGE", "event_bus_name": "default", "source": "s", "detail_type": "T"}
-    job = cloud.jobs.get(ALICE, cloud.create(job_to(target))["job_id"])
+    job = cloud.jobs.get(ALICE_TENANT, cloud.create(job_to(target))["job_id"])
     empty_source = EventBridgeTarget.model_construct(
         type="EVENTBRIDGE", event_bus_name="default", source="", detail_type="T"
     )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
-from tests.support.events import ACCOUNT, ALICE, BOB
+from functions.api.handler import handler as api_handler
+from scheduler_core.composition import build_job_service
+from scheduler_core.domain.execution_roles import external_id
+from tests.support.events import ACCOUNT, ALICE, ALICE_TENANT, BOB, LambdaContext, api_event
 from tests.support.harness import FrozenClock, SchedulerHarness
 
 JOB = {
@@ -33,6 +37,48 @@ def test_sessions_of_one_role_share_its_jobs(cloud: SchedulerHarness) -> None:
     deployer = f"arn:aws:sts::{ACCOUNT}:assumed-role/Deployer"
     job = cloud.create(JOB, caller=f"{deployer}/session-1")
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}", caller=f"{deployer}/session-2").status == 200
+
+
+def test_a_caller_learns_its_tenant_and_the_external_id_of_its_roles(cloud: SchedulerHarness) -> None:
+    reply = cloud.call("GET", "/v1/tenant", caller=ALICE)
+    assert reply.status == 200
+    assert reply.body == {
+        "tenant": ALICE_TENANT,
+        "principal_arn": ALICE,
+        "external_id": external_id(ALICE_TENANT),
+    }
+    assert ALICE_TENANT.startswith("AIDA")  # the user's unique id, not its ARN
+
+
+def test_a_user_made_again_under_the_same_name_does_not_inherit_the_old_ones_jobs(
+    cloud: SchedulerHarness,
+) -> None:
+    job = cloud.create(JOB, caller=ALICE)  # by the first alice (its made-up id)
+    again = "AIDANEWALICEUSERID789"  # IAM's id for a user made again under the same name
+
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}", caller=ALICE, principal=again).status == 404
+    assert cloud.call("GET", "/v1/jobs", caller=ALICE, principal=again).body["items"] == []
+
+
+def test_sessions_of_a_role_named_per_session_are_tenants_each(
+    cloud: SchedulerHarness, clock: FrozenClock
+) -> None:
+    settings = cloud.settings.model_copy(update={"per_session_tenant_roles": ("AWSReservedSSO_*",)})
+    jobs = build_job_service(settings, cloud.clients, clock)
+    role = f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_Developers_0a1b2c3d"
+
+    def call(method: str, path: str, session: str, body: Any = None) -> Any:
+        event = api_event(
+            method, path, body, caller=f"{role}/{session}", principal=f"AROASSOROLEID1234567:{session}"
+        )
+        reply = api_handler(event, LambdaContext(), jobs=jobs)
+        return reply["statusCode"], json.loads(reply["body"])
+
+    status, job = call("POST", "/v1/jobs", "alice@example.com", JOB)
+    assert status == 201
+    assert call("GET", f"/v1/jobs/{job['job_id']}", "alice@example.com")[0] == 200
+    assert call("GET", f"/v1/jobs/{job['job_id']}", "bob@example.com")[0] == 404
+    assert call("GET", "/v1/tenant", "bob@example.com")[1]["tenant"] == "AROASSOROLEID1234567:bob@example.com"
 
 
 def test_listing_pages_through_every_job_newest_first(cloud: SchedulerHarness, clock: FrozenClock) -> None:

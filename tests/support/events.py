@@ -9,9 +9,30 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from infra.local.identity import principal_id
+from scheduler_core.domain.tenancy import tenant_of
+
 ACCOUNT = "123456789012"
 ALICE = f"arn:aws:iam::{ACCOUNT}:user/alice"
 BOB = f"arn:aws:iam::{ACCOUNT}:user/bob"
+
+
+def identity_of(caller: str, user: str | None = None) -> dict[str, Any]:
+    """`requestContext.identity` for an IAM-signed request by `caller` (an ARN); `user`, its
+    unique principal id, made up from the ARN unless given (a principal made again)."""
+    user = user or principal_id(caller)
+    return {"userArn": caller, "caller": user, "user": user, "accountId": ACCOUNT}
+
+
+def tenant(caller: str) -> str:
+    """The tenant the API takes `caller` for (no per-session roles)."""
+    found = tenant_of(identity_of(caller))
+    assert found is not None
+    return found
+
+
+ALICE_TENANT = tenant(ALICE)
+BOB_TENANT = tenant(BOB)
 
 
 @dataclass
@@ -32,17 +53,19 @@ def api_event(
     body: Any = None,
     *,
     caller: str | None = ALICE,
+    principal: str | None = None,
     raw_body: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A REST API proxy event as API Gateway sends it for an IAM-signed request."""
+    """A REST API proxy event as API Gateway sends it for an IAM-signed request by `caller`
+    (an ARN) whose unique id is `principal` (made up from the ARN unless given)."""
     parts = urlsplit(path)
     query = dict(parse_qsl(parts.query))
     text = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
     all_headers = {"Content-Type": "application/json", **(headers or {})}
     identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": "tests"}
     if caller is not None:
-        identity |= {"userArn": caller, "caller": caller.rsplit("/", 1)[-1], "accountId": ACCOUNT}
+        identity |= identity_of(caller, principal)
     return {
         "resource": parts.path,
         "path": parts.path,

@@ -185,6 +185,7 @@ _ANSWER_IDS = ("job_id", "workflow_id", "run_id", "workflow_run_id")
 
 def audit_entry(
     tenant: str | None,
+    principal_arn: str | None,
     method: str,
     route: str,
     path_ids: dict[str, str],
@@ -192,8 +193,9 @@ def audit_entry(
     request_id: str,
     status: int,
 ) -> dict[str, Any]:
-    """The audit line of one mutating call: who, what, which, the request and its status.
-    Never the body: it may hold payloads and secrets."""
+    """The audit line of one mutating call: who (the tenant, and the ARN it signed as: a
+    tenant is an id, which a reader cannot tell apart), what, which, the request and its
+    status. Never the body: it may hold payloads and secrets."""
     if isinstance(answer, str | bytes):
         try:
             answer = json.loads(answer)
@@ -204,6 +206,7 @@ def audit_entry(
         ids |= {name: str(answer[name]) for name in _ANSWER_IDS if name not in ids and answer.get(name)}
     return {
         "tenant": tenant,
+        "principal_arn": principal_arn,
         "action": f"{method} {route}",
         "ids": ids,
         "request_id": request_id,

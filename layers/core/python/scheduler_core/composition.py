@@ -11,7 +11,7 @@ from scheduler_core.adapters.audit import CloudWatchAuditLog
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.adapters.http_client import GuardedHttp
-from scheduler_core.adapters.iam_roles import IamRoles
+from scheduler_core.adapters.iam_roles import IamPrincipals, IamRoles
 from scheduler_core.adapters.idempotency import IdempotentCreates
 from scheduler_core.adapters.kms import KmsSecrets
 from scheduler_core.adapters.queues import SqsDeadLetterQueue, SqsRunQueue
@@ -20,6 +20,7 @@ from scheduler_core.domain.addresses import AddressPolicy
 from scheduler_core.domain.clock import Clock, SystemClock
 from scheduler_core.domain.quotas import QuotaLimits
 from scheduler_core.domain.target_access import TargetAccess
+from scheduler_core.domain.tenancy import Tenancy
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import AuditLog, CreateOnce, RunQueue, TargetInvoker
 from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher, PollPolicy
@@ -32,6 +33,7 @@ from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.secret_headers import open_secret_headers
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.target_check import TargetCheck
+from scheduler_core.services.tenant_migration import TenantMigration
 from scheduler_core.services.workflow_runs import WorkflowRunner
 from scheduler_core.services.workflows import WorkflowService
 from scheduler_core.settings import Settings, settings_from_env
@@ -157,6 +159,7 @@ def build_job_service(
         signing=signing,
         quotas=quotas,
         audit=build_audit_log(settings, clients, clock),
+        tenancy=Tenancy(settings.per_session_tenant_roles),
     )
 
 
@@ -262,6 +265,13 @@ def default_clients() -> AwsClients:
 
 
 @lru_cache(maxsize=1)
+def build_tenant_migration(settings: Settings, clients: AwsClients, account: str) -> TenantMigration:
+    """`python -m infra.migrate_tenants`: the stack's table, IAM and secrets key."""
+    return TenantMigration(
+        build_store(settings, clients), IamPrincipals(clients), build_secrets(settings, clients), account
+    )
+
+
 def default_job_service() -> JobService:
     return build_job_service(settings_from_env(), default_clients(), SystemClock())
 

@@ -294,6 +294,10 @@ class Secrets(Protocol):
 
     def unseal(self, sealed: str, context: Mapping[str, str]) -> str: ...
 
+    def reseal(self, sealed: str, context: Mapping[str, str], new_context: Mapping[str, str]) -> str:
+        """A sealed value moved to `new_context` (what it belongs to has a new name)."""
+        ...
+
 
 class RoleDirectory(Protocol):
     """The IAM roles of the stack's account, as the API checks a target's execution role."""
@@ -331,6 +335,46 @@ class AuditLog(Protocol):
     """Where the API writes one line per mutating call: who, what, which, when."""
 
     def record(self, entry: Mapping[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class TenantItem:
+    """A job, workflow or task item as a tenant move sees it: its id, its kind (`JobKind`)
+    and its stored spec (JSON text: sealed headers are in it)."""
+
+    job_id: str
+    kind: str
+    spec: str
+
+
+class TenantRecords(Protocol):
+    """What a tenant owns in the jobs table, for moving it to a new tenant name
+    (services/tenant_migration.py). Runs name no tenant: they move with their job."""
+
+    def tenants(self) -> set[str]:
+        """Every tenant that owns a job, a workflow, a quota counter or signing keys."""
+        ...
+
+    def items_of(self, tenant: str) -> list[TenantItem]: ...
+
+    def retag_if_unchanged(self, item: TenantItem, old: str, new: str, spec: str) -> bool:
+        """Give the item tenant `new` and `spec`, if it is still `old`'s with the spec read;
+        False when it changed since (read it again)."""
+        ...
+
+    def move_quota_counters(self, old: str, new: str) -> int:
+        """Add `old`'s counters to `new`'s and remove `old`'s; how many counters moved."""
+        ...
+
+    def remove_signing_keys(self, tenant: str) -> None: ...
+
+
+class PrincipalIds(Protocol):
+    """The unique ids IAM gives the account's users and roles."""
+
+    def unique_id(self, kind: str, name: str) -> str | None:
+        """The id of the user (`kind` "user") or role ("role") named `name`; None: none now."""
+        ...
 
 
 class QuotaCounters(Protocol):

@@ -82,6 +82,9 @@ class Settings(BaseModel):
     tenant_max_jobs: int = Field(10_000, alias="TENANT_MAX_JOBS", ge=1)
     tenant_max_firings_per_minute: int = Field(6_000, alias="TENANT_MAX_FIRINGS_PER_MINUTE", ge=1)
     min_interval_seconds: int = Field(60, alias="MIN_INTERVAL_SECONDS", ge=60)
+    # Role-name patterns whose sessions are tenants each (domain/tenancy.py; CDK context
+    # `per_session_tenant_roles`).
+    per_session_tenant_roles: tuple[str, ...] = Field((), alias="PER_SESSION_TENANT_ROLES")
     # The log group of the API's audit lines (one per mutating call); "": none written.
     audit_log_group: str = Field("", alias="AUDIT_LOG_GROUP")
     # The KMS key that seals secret headers and webhook signing secrets (None: neither kept).
@@ -91,6 +94,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "target_private_cidrs",
+        "per_session_tenant_roles",
         "target_queue_arns",
         "target_topic_arns",
         "target_event_bus_arns",

@@ -31,6 +31,18 @@ class KmsSecrets:
         )
         return base64.b64encode(reply["CiphertextBlob"]).decode()
 
+    def reseal(self, sealed: str, context: Mapping[str, str], new_context: Mapping[str, str]) -> str:
+        """The same value sealed under `new_context`, by KMS ReEncrypt: it is never in the clear
+        outside KMS."""
+        reply = self._clients.kms().re_encrypt(
+            CiphertextBlob=base64.b64decode(sealed),
+            SourceEncryptionContext=dict(context),
+            SourceKeyId=self._key_id,
+            DestinationKeyId=self._key_id,
+            DestinationEncryptionContext=dict(new_context),
+        )
+        return base64.b64encode(reply["CiphertextBlob"]).decode()
+
     def unseal(self, sealed: str, context: Mapping[str, str]) -> str:
         key = (sealed, tuple(sorted(context.items())))
         now = time.monotonic()

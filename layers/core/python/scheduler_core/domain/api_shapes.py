@@ -334,6 +334,19 @@ class SigningSecretState(ResponseBody):
     )
 
 
+class TenantView(ResponseBody):
+    """Who the API takes the caller for (docs/security.md, "Tenants")."""
+
+    tenant: str = Field(
+        description="The tenant that owns your jobs: your unique principal id (a role's, without the "
+        "session, unless the deployment makes this role's sessions tenants each)."
+    )
+    principal_arn: str = Field(description="The ARN you signed the request as.")
+    external_id: str = Field(
+        description="The sts:ExternalId your execution roles' trust policies must require."
+    )
+
+
 class BackfillResult(ResponseBody):
     runs: int = Field(description="Runs made, one per firing that had none.")
     already_run: int = Field(description="Firings in the window that had a run already.")

@@ -24,6 +24,7 @@ from scheduler_core.domain.errors import (
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.target_spec import HttpTarget
+from scheduler_core.domain.tenancy import Tenancy
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
 from scheduler_core.observability import logger
 from scheduler_core.ports import AuditLog, CreateOnce, CursorNotValid, Page, Secrets
@@ -68,11 +69,14 @@ class JobService:
         signing: SigningSecrets | None = None,
         quotas: TenantQuotas | None = None,
         audit: AuditLog | None = None,
+        tenancy: Tenancy | None = None,
     ) -> None:
         """`workflows`: the workflows API (`self.workflows`), when this API serves one;
         `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
         webhook signing secrets (None: not made)."""
         self._store = store
+        # Who a caller is (the API's tenant of each request).
+        self.tenancy = tenancy or Tenancy()
         # Creates sent with an Idempotency-Key; None: the header is not honoured (some tests).
         self._creates = creates
         self._dispatcher = dispatcher

@@ -30,7 +30,8 @@ CACHE_FOR = timedelta(seconds=60)
 WRITE_TRIES = 5
 
 
-def _context(tenant: str) -> dict[str, str]:
+def signing_context(tenant: str) -> dict[str, str]:
+    """What a tenant's signing keys are sealed under."""
     return {"purpose": "webhook-signing-keys", "tenant": tenant}
 
 
@@ -51,11 +52,11 @@ class SigningSecrets:
         self._lock = threading.Lock()
 
     def _open(self, tenant: str, stored: SealedSigningKeys) -> SigningKeys:
-        return SigningKeys.from_json(self._secrets.unseal(stored.sealed, _context(tenant)))
+        return SigningKeys.from_json(self._secrets.unseal(stored.sealed, signing_context(tenant)))
 
     def _write(self, tenant: str, keys: SigningKeys, version: int, expected: int | None) -> bool:
         sealed = SealedSigningKeys(
-            sealed=self._secrets.seal(keys.to_json(), _context(tenant)),
+            sealed=self._secrets.seal(keys.to_json(), signing_context(tenant)),
             version=version,
             created_at=keys.created_at,
             previous_until=keys.previous_until if keys.previous else None,

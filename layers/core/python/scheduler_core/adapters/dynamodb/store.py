@@ -16,6 +16,7 @@ from scheduler_core.adapters.dynamodb.quotas import QuotaCountersTable
 from scheduler_core.adapters.dynamodb.runs import RunsTable
 from scheduler_core.adapters.dynamodb.signing import SigningKeysTable
 from scheduler_core.adapters.dynamodb.slots import SlotsTable
+from scheduler_core.adapters.dynamodb.tenants import TenantRecordsTable
 from scheduler_core.adapters.dynamodb.timers import RunTimersTable
 from scheduler_core.adapters.dynamodb.watermarks import WatermarksTable
 from scheduler_core.adapters.dynamodb.workflows import WorkflowRunsTable
@@ -32,5 +33,6 @@ class DynamoJobStore(
     WorkflowRunsTable,
     SigningKeysTable,
     QuotaCountersTable,
+    TenantRecordsTable,
 ):
     """`JobStore` on one DynamoDB table."""
