@@ -109,6 +109,13 @@ LIMIT ?=
 redrive: $(STAMP)
 	$(PY) -m infra.redrive --stack $(STACK) $(if $(ENDPOINT),--endpoint-url $(ENDPOINT)) $(if $(LIMIT),--limit $(LIMIT))
 
+# Once, after deploying the release that keys tenants on unique principal ids: move tenants
+# kept under their ARN to those ids (docs/security.md, "Tenants"). DRY_RUN=1 prints only.
+DRY_RUN ?=
+.PHONY: migrate-tenants
+migrate-tenants: $(STAMP)
+	$(PY) -m infra.migrate_tenants --stack $(STACK) $(if $(ENDPOINT),--endpoint-url $(ENDPOINT)) $(if $(DRY_RUN),--dry-run)
+
 clean:
 	rm -rf cdk.out site .pytest_cache .mypy_cache .ruff_cache layers/deps/python
 

@@ -37,6 +37,11 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The api function carries the target ARN patterns in its environment, which Lambda limits
 # to 4 KB in all; the rest of it (tables, queue URLs, numbers) takes about 1 KB.
 MAX_TARGET_PATTERN_CHARACTERS = 2048
+# A queue_sender_arns entry: an IAM principal's ARN, as aws:PrincipalArn gives it (a role's,
+# not its session's), with * and ? allowed.
+_PRINCIPAL_ARN = re.compile(
+    r"arn:aws[\w-]*:iam::(\d{12}|\*):(role|user)/[\w+=,.@/*?-]+|arn:aws[\w-]*:iam::\d{12}:root"
+)
 # A per_session_tenant_roles entry: IAM role-name characters, with fnmatch's * and ?.
 _ROLE_PATTERN = re.compile(r"[\w+=,.@*?-]{1,64}")
 
@@ -170,6 +175,9 @@ class SchedulerConfig:
     min_interval_seconds: int = 60
     # Role-name patterns whose sessions are tenants each (docs/security.md, "Tenants").
     per_session_tenant_roles: tuple[str, ...] = ()
+    # Principals (ARN patterns) besides the stack's functions that may send to its queues:
+    # the operators who run `make redrive` (docs/operations/redrive.md).
+    queue_sender_arns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -294,6 +302,7 @@ class SchedulerConfig:
             tenant_max_firings_per_minute=required_int("tenant_max_firings_per_minute"),
             min_interval_seconds=required_int("min_interval_seconds"),
             per_session_tenant_roles=_role_patterns(required("per_session_tenant_roles")),
+            queue_sender_arns=_principal_arns(required("queue_sender_arns")),
         )
 
 
@@ -420,6 +429,19 @@ def _role_patterns(value: Any) -> tuple[str, ...]:
             f'["AWSReservedSSO_*", "ci-deployer"], got {value!r}'
         )
     return tuple(patterns)
+
+
+def _principal_arns(value: Any) -> tuple[str, ...]:
+    arns = _json_value("queue_sender_arns", value)
+    if not isinstance(arns, list) or not all(
+        isinstance(a, str) and _PRINCIPAL_ARN.fullmatch(a) for a in arns
+    ):
+        raise ConfigError(
+            "context queue_sender_arns must be a list of IAM role or user ARNs (patterns allowed), such "
+            'as ["arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/*AdministratorAccess*"], '
+            f"got {value!r}"
+        )
+    return tuple(arns)
 
 
 def _arn_list(node: Node, key: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -60,6 +61,23 @@ class SchedulerQueues(Construct):
         }
         for queue in (self.dead_letter_queue, *self.by_priority.values()):
             keys.skip_if_aws_keys(queue, CMK_CHECK)
+
+    def take_sends_only_from(self, role_arns: list[str], operator_arns: tuple[str, ...]) -> None:
+        """Every queue refuses `sqs:SendMessage` from any principal but the stack's functions'
+        roles and the operators listed (CDK context `queue_sender_arns`, for `make redrive`):
+        an identity policy elsewhere in the account that grants sends on them is overridden,
+        so no one else can put a run message of their making on a queue (docs/security.md)."""
+        for queue in (self.dead_letter_queue, *self.by_priority.values()):
+            queue.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="OnlyTheSchedulerSends",
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["sqs:SendMessage"],
+                    resources=[queue.queue_arn],
+                    conditions={"ArnNotLike": {"aws:PrincipalArn": [*role_arns, *operator_arns]}},
+                )
+            )
 
     @property
     def priority_queues(self) -> list[sqs.Queue]:

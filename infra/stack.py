@@ -65,6 +65,14 @@ class SchedulerStack(Stack):
             keys=self.keys,
             worker_role_arn=self.workers.function.role.role_arn,
         )
+        self.queues.take_sends_only_from(
+            [
+                self.api.function.role.role_arn,
+                self.poller.function.role.role_arn,
+                self.workers.function.role.role_arn,
+            ],
+            config.queue_sender_arns,
+        )
         Alarms(
             self,
             "Alarms",
@@ -81,6 +89,12 @@ class SchedulerStack(Stack):
             output_key("WORKER_ROLE_ARN"),
             value=self.workers.function.role.role_arn,
             description="The role a tenant's execution role must trust (docs/security.md)",
+        )
+        CfnOutput(
+            self,
+            output_key("SECRETS_KEY_ID"),
+            value=self.keys.secrets.key_arn,
+            description="The KMS key of secret headers and signing keys (infra.migrate_tenants)",
         )
         # The settings all functions share (tables, queues, the DLQ, shards, timers), one output
         # each, so that operator tools (`make redrive`) act exactly as the functions do.

@@ -41,6 +41,15 @@ def worker_role_arn(local_cloud: LocalCloud) -> str:
     return str(arn)
 
 
+def external_id_of(api: ApiClient, caller: str) -> str:
+    """The external id the API tells `caller` its roles must require (GET /v1/tenant)."""
+    reply = api.call("GET", "/v1/tenant", caller=caller)
+    assert reply.status == 200, reply.body
+    assert reply.body["principal_arn"] == caller
+    found: str = reply.body["external_id"]
+    return found
+
+
 def test_a_job_reaches_the_tenants_queue_through_the_tenants_role(
     api: ApiClient, local_cloud: LocalCloud
 ) -> None:
@@ -56,7 +65,7 @@ def test_a_job_reaches_the_tenants_queue_through_the_tenants_role(
                 "Effect": "Allow",
                 "Principal": {"AWS": worker_role_arn(local_cloud)},
                 "Action": "sts:AssumeRole",
-                "Condition": {"StringEquals": {"sts:ExternalId": TENANT}},
+                "Condition": {"StringEquals": {"sts:ExternalId": external_id_of(api, TENANT)}},
             }
         ],
     }
@@ -78,7 +87,7 @@ def test_a_job_reaches_the_tenants_queue_through_the_tenants_role(
     # Another tenant naming this role: its trust policy names TENANT's external id, not OTHER's.
     details = assert_error_shape(api.call("POST", "/v1/jobs", body, caller=OTHER), 403, "FORBIDDEN")
     assert details[0]["field"] == "target.role_arn"
-    assert f"sts:ExternalId = {OTHER}" in details[0]["message"]
+    assert f"sts:ExternalId = {external_id_of(api, OTHER)}" in details[0]["message"]
 
     created = api.call("POST", "/v1/jobs", body, caller=TENANT)
     assert created.status == 201, created.body

@@ -5,11 +5,14 @@ carries its secret header, which no response shows; the metadata address is refu
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from infra.local.cloud import LocalCloud
 from tests.e2e.api_client import ApiClient, arrivals, assert_error_shape, http_job
 from tests.e2e.polling import now_ms, seconds_until, wait_for
 from tests.support.helpers import iso
@@ -65,3 +68,27 @@ def test_the_metadata_address_is_refused_even_where_loopback_is_allowed(
 
     assert details[0]["field"] == "target.url"
     assert "link-local" in details[0]["message"]
+
+
+def test_the_tenant_move_finds_the_deployed_stack_and_nothing_kept_under_an_arn(
+    local_cloud: LocalCloud,
+) -> None:
+    """`python -m infra.migrate_tenants` against the local cloud: the stack's outputs (table,
+    secrets key, worker role) are enough to run it, and this release keeps no ARN tenant."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infra.migrate_tenants",
+            "--endpoint-url",
+            local_cloud.moto_url,
+            "--dry-run",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

@@ -82,6 +82,7 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
 # keys instead of the stack's; other poller concurrency and API throttling.
 NARROWED_TOPIC = "arn:aws:sns:eu-west-1:111122223333:alerts"
 NARROWED_FUNCTIONS = "arn:aws:lambda:eu-west-1:111122223333:function:jobs-*"
+NARROWED_OPERATORS = "arn:aws:iam::111122223333:role/aws-reserved/sso.amazonaws.com/*AdministratorAccess*"
 NARROWED_CONTEXT: dict[str, Any] = {
     "target_queue_arns": [],
     "target_topic_arns": [NARROWED_TOPIC],
@@ -100,6 +101,7 @@ NARROWED_CONTEXT: dict[str, Any] = {
     "poller_reserved_concurrency": 4,
     "api_throttle_rate": 50,
     "api_throttle_burst": 80,
+    "queue_sender_arns": [NARROWED_OPERATORS],
 }
 
 

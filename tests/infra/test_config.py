@@ -55,6 +55,9 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
         60,
     )
     assert config.allow_http_targets is False
+    assert config.per_session_tenant_roles == ()
+    # Only the stack's functions send to its queues until operators are listed.
+    assert config.queue_sender_arns == ()
 
 
 def test_cli_style_string_overrides_are_parsed() -> None:
@@ -124,6 +127,11 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"api_throttle_rate": 10_001},
         {"api_throttle_burst": 0},
         {"api_throttle_burst": 5_001},
+        {"per_session_tenant_roles": "AWSReservedSSO_*"},
+        {"per_session_tenant_roles": ["role/with/slashes"]},
+        {"queue_sender_arns": ["*"]},
+        {"queue_sender_arns": ["arn:aws:sts::123456789012:assumed-role/Ops/alice"]},
+        {"queue_sender_arns": "arn:aws:iam::123456789012:role/Ops"},
     ],
 )
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:

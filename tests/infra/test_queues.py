@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.config import PRIORITIES
-from tests.infra.conftest import Synthesis
+from tests.infra.conftest import NARROWED_OPERATORS, Synthesis
 
 FOURTEEN_DAYS = 14 * 24 * 3600
 
@@ -65,3 +65,38 @@ def test_priority_queues_hide_a_message_for_six_worker_timeouts(synthesis: Synth
 
 def test_dead_letters_are_kept_fourteen_days(synthesis: Synthesis) -> None:
     assert _queues(synthesis)["DLQ"]["MessageRetentionPeriod"] == FOURTEEN_DAYS
+
+
+def _senders_allowed(synthesis: Synthesis) -> dict[str, list[Any]]:
+    """Queue → the principals its policy's Deny of sqs:SendMessage exempts."""
+    policies = synthesis.resources("AWS::SQS::QueuePolicy").values()
+    queues = synthesis.stack.queues
+    allowed: dict[str, list[Any]] = {}
+    for name, queue in {**queues.by_priority, "DLQ": queues.dead_letter_queue}.items():
+        [statement] = [
+            statement
+            for policy in policies
+            if {"Ref": synthesis.logical_id(queue)} in policy["Properties"]["Queues"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Effect"] == "Deny" and statement["Action"] == "sqs:SendMessage"
+        ]
+        assert statement["Principal"] == {"AWS": "*"}
+        assert statement["Resource"] == {"Fn::GetAtt": [synthesis.logical_id(queue), "Arn"]}
+        allowed[name] = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    return allowed
+
+
+def test_only_the_stacks_functions_may_send_to_its_queues(synthesis: Synthesis) -> None:
+    roles = [
+        {"Fn::GetAtt": [synthesis.logical_id(synthesis.stack.api.function.role), "Arn"]},
+        {"Fn::GetAtt": [synthesis.logical_id(synthesis.stack.poller.function.role), "Arn"]},
+        {"Fn::GetAtt": [synthesis.logical_id(synthesis.stack.workers.function.role), "Arn"]},
+    ]
+    for name, allowed in _senders_allowed(synthesis).items():
+        assert allowed == roles, name
+
+
+def test_the_operators_listed_may_send_too(narrowed: Synthesis) -> None:
+    for name, allowed in _senders_allowed(narrowed).items():
+        assert allowed[-1] == NARROWED_OPERATORS, name
+        assert len(allowed) == 4, name
