@@ -221,6 +221,7 @@ class Api(Construct):
         signing_secrets = v1.add_resource("signing-secrets")
         for verb in ("GET", "POST"):
             self._add_method(signing_secrets, verb, {})
+        self._add_method(v1.add_resource("tenant"), "GET", {})
         self._add_method(v1.add_resource("openapi.json"), "GET", {})
         self._add_method(v1.add_resource("docs"), "GET", {})
 

@@ -23,6 +23,7 @@ EXPECTED_ROUTES = {
     ("/v1/workflows/{workflow_id}/{proxy+}", "ANY"),
     ("/v1/signing-secrets", "GET"),
     ("/v1/signing-secrets", "POST"),
+    ("/v1/tenant", "GET"),
     ("/v1/openapi.json", "GET"),
     ("/v1/docs", "GET"),
 }
