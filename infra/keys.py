@@ -20,8 +20,12 @@ class StackKeys(Construct):
     seals secret headers and webhook signing secrets (docs/security.md). All rotate yearly
     and outlive the stack, as the retained jobs table and log groups do.
 
+    `logs` also encrypts the alarm topic (`infra.observability`): its policy lets CloudWatch
+    alarms publish to a topic under it, which SNS's own AWS managed key does not.
+
     `data` and `logs` are None when context `customer_managed_keys` is false: AWS's own keys then encrypt
-    everything at rest, as they do by default (no KMS charges, no key to administer).
+    everything at rest, as they do by default (no KMS charges, no key to administer), but for
+    the alarm topic, which stays unencrypted (alarm names and states only).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, customer_managed: bool) -> None:
@@ -74,6 +78,23 @@ class StackKeys(Construct):
                             resource="log-group",
                             resource_name="*",
                             arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
+        # CloudWatch alarms publish to the alarm topic under this key: SNS makes and opens its
+        # data keys as CloudWatch (AWS's statement for alarms and encrypted topics), here only
+        # with the encryption context of a topic of this account and region.
+        self.logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:sns:topicArn": stack.format_arn(
+                            service="sns", resource="*", arn_format=ArnFormat.NO_RESOURCE_NAME
                         )
                     }
                 },

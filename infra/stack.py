@@ -9,6 +9,7 @@ from constructs import Construct
 
 from infra.api import Api
 from infra.config import SchedulerConfig, output_key
+from infra.dashboard import OperatorDashboard
 from infra.function import shared_environment
 from infra.job_store import JobStore
 from infra.keys import StackKeys
@@ -73,7 +74,7 @@ class SchedulerStack(Stack):
             ],
             config.queue_sender_arns,
         )
-        Alarms(
+        self.alarms = Alarms(
             self,
             "Alarms",
             queues=self.queues,
@@ -82,6 +83,16 @@ class SchedulerStack(Stack):
                 "poller": self.poller.function.function,
                 "worker": self.workers.function.function,
             },
+            keys=self.keys,
+        )
+        self.dashboard = OperatorDashboard(
+            self,
+            "Dashboard",
+            queues=self.queues,
+            poller=self.poller.function.function,
+            worker=self.workers.function.function,
+            rest_api=self.api.rest_api,
+            alarm_arns=self.alarms.alarm_arns,
         )
         CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the API; paths start at /v1")
         CfnOutput(
@@ -95,6 +106,18 @@ class SchedulerStack(Stack):
             output_key("SECRETS_KEY_ID"),
             value=self.keys.secrets.key_arn,
             description="The KMS key of secret headers and signing keys (infra.migrate_tenants)",
+        )
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.alarms.topic.topic_arn,
+            description="The SNS topic every alarm notifies; subscribe to it (docs/operations/alarms.md)",
+        )
+        CfnOutput(
+            self,
+            "DashboardName",
+            value=self.dashboard.dashboard.dashboard_name,
+            description="The operator's CloudWatch dashboard (docs/operations/alarms.md)",
         )
         # The settings all functions share (tables, queues, the DLQ, shards, timers), one output
         # each, so that operator tools (`make redrive`) act exactly as the functions do.

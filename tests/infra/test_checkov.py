@@ -22,6 +22,7 @@ import pytest
 from infra.compliance import CHECKOV_METADATA
 from infra.config import REPO_ROOT
 from infra.keys import AWS_KEYS_REASON
+from infra.observability import TOPIC_ENCRYPTION_CHECK, UNENCRYPTED_TOPIC_REASON
 from tests.infra.conftest import Synthesis
 
 CHECKOV = REPO_ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -163,17 +164,22 @@ def test_without_customer_managed_keys_the_key_checks_name_the_deployers_choice(
     scans: dict[str, Scan], narrowed: Synthesis
 ) -> None:
     """Context `customer_managed_keys: false`: each check asking for a customer managed key is
-    answered with that choice, on every table, queue, log group and function."""
+    answered with that choice, on every table, queue, log group and function; the alarm topic,
+    left unencrypted (no AWS key of SNS's lets alarms publish), says so."""
     resources = narrowed.template.to_json()["Resources"]
     expected = _reviewed_skips(narrowed)
     for logical_id, resource in resources.items():
         check = CUSTOMER_MANAGED_KEY_CHECKS.get(resource["Type"])
         if check is not None:
             expected.setdefault(logical_id, set()).add(check)
+    topic = narrowed.logical_id(narrowed.stack.alarms.topic)
+    expected[topic] = {TOPIC_ENCRYPTION_CHECK}
     assert _skips(scans["narrowed"]) == expected
     for result in scans["narrowed"].skipped:
         if result.check_id in CUSTOMER_MANAGED_KEY_CHECKS.values():
             assert result.comment == AWS_KEYS_REASON, result
+        if result.check_id == TOPIC_ENCRYPTION_CHECK:
+            assert result.comment == UNENCRYPTED_TOPIC_REASON, result
 
 
 def test_every_skip_states_its_reason_on_one_line(scans: dict[str, Scan]) -> None:

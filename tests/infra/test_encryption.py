@@ -65,7 +65,10 @@ def test_cloudwatch_logs_may_use_the_logs_key_for_this_accounts_log_groups_only(
         statements = keys[key_id]["Properties"]["KeyPolicy"]["Statement"]
         return [statement for statement in statements if "Service" in statement["Principal"]]
 
-    (statement,) = service_statements(logs)
+    # The other service statement lets CloudWatch alarms publish to the alarm topic (test_dashboard).
+    (statement,) = [
+        s for s in service_statements(logs) if s["Principal"]["Service"] != "cloudwatch.amazonaws.com"
+    ]
     principal = statement["Principal"]["Service"]["Fn::Join"][1]
     assert principal == ["logs.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]
     log_groups = statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]["Fn::Join"][1]

@@ -46,7 +46,7 @@ EXPECTED_ENVIRONMENT = {
     | TARGET_CHECK_ENVIRONMENT
     | TARGET_REACH_ENVIRONMENT
     | QUOTA_ENVIRONMENT
-    | {"IDEMPOTENCY_TABLE_NAME", "AUDIT_LOG_GROUP"},
+    | {"IDEMPOTENCY_TABLE_NAME", "AUDIT_LOG_GROUP", "PER_SESSION_TENANT_ROLES"},
     "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM"},
     "worker": SHARED_ENVIRONMENT | TARGET_REACH_ENVIRONMENT | {"RUN_LEASE_SECONDS", "WORKER_ROLE_ARN"},
 }
@@ -149,7 +149,7 @@ def test_the_shared_settings_are_stack_outputs_named_after_them(synthesis: Synth
     outputs = {
         output_variable(key): output["Value"]
         for key, output in synthesis.template.find_outputs("*").items()
-        if key not in ("ApiUrl", "WorkerRoleArn")
+        if key not in ("ApiUrl", "WorkerRoleArn", "SecretsKeyId", "AlarmTopicArn", "DashboardName")
     }
     assert set(outputs) == SHARED_ENVIRONMENT
     for name in EXPECTED_ENVIRONMENT:

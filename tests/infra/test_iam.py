@@ -55,9 +55,11 @@ def test_every_function_has_a_role_of_its_own_without_managed_policies(synthesis
     assert len(set(roles.values())) == 3
     template_text = json.dumps(synthesis.template.to_json())
     all_roles = synthesis.resources("AWS::IAM::Role")
-    # Referenced by its function only; the worker's also where it is named as the role a
-    # tenant's execution role must trust: its own and the api's environment, a stack output.
-    references = {"api": 1, "poller": 1, "worker": 4}
+    # Referenced by its function, and by each of the four queues' policies as a sender allowed;
+    # the worker's also where it is named as the role a tenant's execution role must trust:
+    # its own and the api's environment, a stack output.
+    queues = 4
+    references = {"api": 1 + queues, "poller": 1 + queues, "worker": 4 + queues}
     for name, role in roles.items():
         assert template_text.count(json.dumps({"Fn::GetAtt": [role, "Arn"]})) == references[name], name
         assert "ManagedPolicyArns" not in all_roles[role]["Properties"], name

@@ -26,6 +26,7 @@ SKIPPED_BY_MOTO = {
     "AWS::ApiGateway::Account": "the account-level logging role is AWS-only",
     "AWS::ApiGateway::RequestValidator": "required parameters are part of each method in the template",
     "AWS::CloudWatch::Alarm": "alarms watch AWS metrics; nothing local emits them",
+    "AWS::SNS::TopicPolicy": "the alarm topic's TLS-only, alarms-may-publish policy: no alarm runs locally",
 }
 
 
@@ -110,6 +111,30 @@ def test_template_deploys_into_motos_cloudformation(synthesis: Synthesis) -> Non
     role = "arn:aws:iam::123456789012:role/tenant-delivery"
     build_target_access(api).check(SnsTarget(type="SNS", topic_arn=topic, role_arn=role))
     assert _skipped(caught) == set(SKIPPED_BY_MOTO)
+
+
+def test_the_alarm_topic_and_the_dashboard_deploy_and_are_outputs(synthesis: Synthesis) -> None:
+    """moto creates the (KMS-encrypted) alarm topic and the dashboard, whose body resolves to
+    JSON: the stack's AlarmTopicArn and DashboardName outputs name them."""
+    with mock_aws():
+        _create_stack(synthesis)
+        (stack,) = boto3.client("cloudformation", region_name="us-east-1").describe_stacks(
+            StackName="ServerlessScheduler"
+        )["Stacks"]
+        outputs = {output["OutputKey"]: output["OutputValue"] for output in stack["Outputs"]}
+        topic = boto3.client("sns", region_name="us-east-1").get_topic_attributes(
+            TopicArn=outputs["AlarmTopicArn"]
+        )["Attributes"]
+        body = boto3.client("cloudwatch", region_name="us-east-1").get_dashboard(
+            DashboardName=outputs["DashboardName"]
+        )["DashboardBody"]
+
+    assert outputs["DashboardName"] == "ServerlessScheduler-us-east-1"
+    assert topic["KmsMasterKeyId"].startswith("arn:aws:kms:us-east-1:123456789012:key/")
+    assert (
+        "arn:aws:cloudwatch:us-east-1:123456789012:alarm:ServerlessScheduler-DeadLetters"
+        in json.loads(body)["widgets"][1]["properties"]["alarms"]
+    )
 
 
 def test_a_provisioned_template_deploys_its_tables_with_their_least_units(narrowed: Synthesis) -> None:

@@ -53,6 +53,8 @@ def test_a_tenant_kept_under_its_arn_moves_to_its_users_id_with_all_it_owns(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     alice_id = cloud.clients.iam().create_user(UserName="alice")["User"]["UserId"]
+    assert cloud.jobs.signing is not None
+    assert cloud.jobs.workflows is not None
     secret = cloud.jobs.signing.rotate(OLD_ALICE)["secret"]
     once = cloud.jobs.create(
         OLD_ALICE, JobCreate.model_validate(hook(receiver, clock, secret_headers={"Authorization": TOKEN}))
