@@ -147,6 +147,9 @@ class Api(Construct):
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
+            # API Gateway's metrics are keyed by the API's name: the stack's own, so that two
+            # stacks of an account and region do not share the dashboard's 4xx/5xx series.
+            rest_api_name=Stack.of(self).stack_name,
             description="serverless-scheduler public API (v1)",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             # Stage logging needs the account-level API Gateway logging role; creating it here

@@ -176,3 +176,8 @@ def test_every_route_of_the_api_function_is_reachable_through_the_gateway(synthe
             if not routed:
                 unreachable.append(f"{verb.upper()} {path}")
     assert unreachable == [], "routes the gateway does not send to the function"
+
+
+def test_the_api_is_named_after_its_stack_so_its_metrics_are_its_own(synthesis: Synthesis) -> None:
+    [api] = synthesis.resources("AWS::ApiGateway::RestApi").values()
+    assert api["Properties"]["Name"] == synthesis.stack.stack_name
