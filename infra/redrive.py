@@ -9,6 +9,9 @@ Against AWS it uses your usual credentials and region (AWS_PROFILE, AWS_REGION, 
 against the local cloud, the moto endpoint `make run` prints at start-up:
 `--endpoint-url http://127.0.0.1:PORT` (or AWS_ENDPOINT_URL), with fake credentials
 and us-east-1 unless you have your own configured.
+
+`scheduler dlq` (scheduler_cli.operator) is built from the same pieces: `make_session`,
+`deployed_settings`, `redrive_pass` and `EXPLANATIONS`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from infra.config import STACK_NAME, output_variable
-from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.aws import AwsClients, error_code
 from scheduler_core.composition import build_redriver
 from scheduler_core.domain.clock import SystemClock
 from scheduler_core.observability import logger, metrics
@@ -79,19 +82,33 @@ class _EndpointSession(boto3.session.Session):
         return super().client(*args, **kwargs)
 
 
-def make_session(endpoint_url: str | None, region: str | None) -> boto3.session.Session:
-    """Your usual AWS session; with an endpoint URL (argument or AWS_ENDPOINT_URL), one
-    that falls back to fake credentials and us-east-1, as the local cloud needs."""
-    session = boto3.session.Session(region_name=region)
+def make_session(
+    endpoint_url: str | None, region: str | None, profile: str | None = None
+) -> boto3.session.Session:
+    """Your usual AWS session (of `profile`, if given); with an endpoint URL (argument or
+    AWS_ENDPOINT_URL), one that falls back to fake credentials and us-east-1, as the local
+    cloud needs."""
+    session = boto3.session.Session(profile_name=profile, region_name=region)
     if not (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         return session
     key, secret = (None, None) if session.get_credentials() is not None else LOCAL_CREDENTIALS
     region = region or session.region_name or LOCAL_REGION
     if endpoint_url:
         return _EndpointSession(
-            endpoint_url, region_name=region, aws_access_key_id=key, aws_secret_access_key=secret
+            endpoint_url,
+            profile_name=profile,
+            region_name=region,
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
         )
-    return boto3.session.Session(region_name=region, aws_access_key_id=key, aws_secret_access_key=secret)
+    return boto3.session.Session(
+        profile_name=profile, region_name=region, aws_access_key_id=key, aws_secret_access_key=secret
+    )
+
+
+def with_endpoint(session: boto3.session.Session, endpoint_url: str) -> boto3.session.Session:
+    """`session` (its credentials, profile and region), its clients all talking to `endpoint_url`."""
+    return _EndpointSession(endpoint_url, botocore_session=session._session, region_name=session.region_name)
 
 
 def deployed_settings(cloudformation: CloudFormationClient, stack_name: str) -> Settings:
@@ -108,6 +125,22 @@ def deployed_settings(cloudformation: CloudFormationClient, stack_name: str) -> 
             "of the stack first (make deploy)"
         )
     return Settings.from_env(outputs)
+
+
+def refusal(error: BotoCoreError | ClientError) -> str:
+    """What AWS said, and what to do when it refused a send to the stack's queues."""
+    said = f"AWS refused or failed: {error}"
+    if (
+        isinstance(error, ClientError)
+        and "AccessDenied" in error_code(error)
+        and error.operation_name.startswith("SendMessage")
+    ):
+        said += (
+            ". The queues take messages only from the stack's functions and the principals listed "
+            "in CDK context queue_sender_arns: add the ARN of the role you run this with there and "
+            "deploy (docs/operations/deploy.md)"
+        )
+    return said
 
 
 def render(report: RedriveReport, stack_name: str, settings: Settings) -> str:
@@ -143,6 +176,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def redrive_pass(
+    session: boto3.session.Session,
+    settings: Settings,
+    limit: int | None = None,
+    *,
+    wait_seconds: int = 1,
+) -> RedriveReport:
+    """One pass over the DLQ of the stack whose settings these are."""
+    redriver = build_redriver(settings, AwsClients(session), SystemClock(), wait_seconds=wait_seconds)
+    # The lifecycle's CloudWatch metrics mean nothing outside Lambda; Powertools prints them
+    # (EMF to stdout) every 100 values and needs a namespace to do so.
+    metrics.namespace = metrics.namespace or METRICS_NAMESPACE
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = redriver.redrive(limit)
+    metrics.clear_metrics()
+    return report
+
+
 def run(
     session: boto3.session.Session,
     stack_name: str,
@@ -152,14 +203,7 @@ def run(
 ) -> tuple[Settings, RedriveReport]:
     """Look the stack up and make one pass over its DLQ."""
     settings = deployed_settings(session.client("cloudformation"), stack_name)
-    redriver = build_redriver(settings, AwsClients(session), SystemClock(), wait_seconds=wait_seconds)
-    # The lifecycle's CloudWatch metrics mean nothing outside Lambda; Powertools prints them
-    # (EMF to stdout) every 100 values and needs a namespace to do so.
-    metrics.namespace = metrics.namespace or METRICS_NAMESPACE
-    with contextlib.redirect_stdout(io.StringIO()):
-        report = redriver.redrive(limit)
-    metrics.clear_metrics()
-    return settings, report
+    return settings, redrive_pass(session, settings, limit, wait_seconds=wait_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"redrive: {error} (configure AWS credentials and a region, or pass --region)", file=sys.stderr)
         return 2
     except (BotoCoreError, ClientError) as error:
-        print(f"redrive: AWS refused or failed: {error}", file=sys.stderr)
+        print(f"redrive: {refusal(error)}", file=sys.stderr)
         return 1
     print(render(report, args.stack, settings))
     return 0

@@ -22,6 +22,8 @@ class CliState:
     profile: str | None = None
     region: str | None = None
     output: Output = Output.table
+    # The AWS endpoint (the local cloud's moto) for what talks to AWS itself: `scheduler dlq`.
+    aws_endpoint_url: str | None = None
     _client: ApiClient | None = field(default=None, repr=False)
 
     def target(self) -> ApiTarget:
@@ -38,3 +40,8 @@ class CliState:
         if self._client is None:
             self._client = ApiClient(self.target())
         return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

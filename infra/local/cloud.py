@@ -160,6 +160,8 @@ class LocalCloud:
         c.print(f"         (header '{CALLER_HEADER}: <name or ARN>' acts as another tenant)")
         c.print(f"  moto   {self.moto_url}   e.g. aws --endpoint-url {self.moto_url} dynamodb list-tables")
         c.print(f"  docs   {api}/v1/docs   OpenAPI: {api}/v1/openapi.json")
+        c.print(f"  cli    export SCHEDULER_ENDPOINT={api} SCHEDULER_AWS_ENDPOINT_URL={self.moto_url}")
+        c.print("         then: scheduler jobs list · scheduler dlq list · scheduler --help (docs/cli.md)")
         for host in self.hosts.values():
             spec = host.spec
             name = short_name(spec.name)

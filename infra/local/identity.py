@@ -3,8 +3,9 @@ ARN, in the local cloud (the tenant is that id: scheduler_core.domain.tenancy).
 
 A principal IAM (moto's) knows gets its real id (`AIDA...` for a user, `AROA...` for a role,
 plus `:session` for a role's session), so a user deleted and made again gets a new one, as in
-AWS (once the local cloud asks again: it remembers each caller's id while it runs). Any other ARN — the local cloud's default caller, an `X-Local-Caller` made up for a test —
-gets a stable made-up id of the same form, derived from the ARN.
+AWS (once the local cloud asks again: it remembers each caller's id while it runs). Any
+other ARN — the local cloud's default caller, an `X-Local-Caller` made up for a test — gets
+a stable made-up id of the same form, derived from the ARN.
 """
 
 from __future__ import annotations
