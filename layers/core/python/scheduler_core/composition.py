@@ -264,7 +264,6 @@ def default_clients() -> AwsClients:
     return AwsClients()
 
 
-@lru_cache(maxsize=1)
 def build_tenant_migration(settings: Settings, clients: AwsClients, account: str) -> TenantMigration:
     """`python -m infra.migrate_tenants`: the stack's table, IAM and secrets key."""
     return TenantMigration(
@@ -272,6 +271,7 @@ def build_tenant_migration(settings: Settings, clients: AwsClients, account: str
     )
 
 
+@lru_cache(maxsize=1)
 def default_job_service() -> JobService:
     return build_job_service(settings_from_env(), default_clients(), SystemClock())
 
