@@ -37,13 +37,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The api function carries the target ARN patterns in its environment, which Lambda limits
 # to 4 KB in all; the rest of it (tables, queue URLs, numbers) takes about 1 KB.
 MAX_TARGET_PATTERN_CHARACTERS = 2048
-# A queue_sender_arns entry: an IAM principal's ARN, as aws:PrincipalArn gives it (a role's,
-# not its session's), with * and ? allowed.
+# A queue_sender_arns entry: an IAM role's or user's ARN as aws:PrincipalArn gives it (a
+# role's, not its session's), * and ? allowed but not for the account or the whole name.
 _PRINCIPAL_ARN = re.compile(
-    r"arn:aws[\w-]*:iam::(\d{12}|\*):(role|user)/[\w+=,.@/*?-]+|arn:aws[\w-]*:iam::\d{12}:root"
+    r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[A-Za-z0-9_+=,.@/*?-]*[A-Za-z0-9_+=,.@-][A-Za-z0-9_+=,.@/*?-]*"
 )
-# A per_session_tenant_roles entry: IAM role-name characters, with fnmatch's * and ?.
-_ROLE_PATTERN = re.compile(r"[\w+=,.@*?-]{1,64}")
+# A per_session_tenant_roles entry: IAM role-name characters with * and ?, not only them
+# (a bare * would make every role's sessions tenants each).
+_ROLE_PATTERN = re.compile(r"(?=.*[A-Za-z0-9_+=,.@-])[A-Za-z0-9_+=,.@*?-]{1,64}")
 
 
 class ConfigError(ValueError):
@@ -437,9 +438,10 @@ def _principal_arns(value: Any) -> tuple[str, ...]:
         isinstance(a, str) and _PRINCIPAL_ARN.fullmatch(a) for a in arns
     ):
         raise ConfigError(
-            "context queue_sender_arns must be a list of IAM role or user ARNs (patterns allowed), such "
-            'as ["arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/*AdministratorAccess*"], '
-            f"got {value!r}"
+            "context queue_sender_arns must be a list of IAM role or user ARNs of one account (12 digits), "
+            "whose names may hold * and ? but not only them (role/* would let every role of the account "
+            'send), such as ["arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/'
+            f'*AdministratorAccess*"], got {value!r}'
         )
     return tuple(arns)
 

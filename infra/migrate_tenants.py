@@ -25,6 +25,7 @@ from infra.config import STACK_NAME
 from infra.redrive import StackNotReady, deployed_settings, make_session
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.composition import build_tenant_migration
+from scheduler_core.domain.clock import SystemClock
 from scheduler_core.domain.execution_roles import arn_account
 from scheduler_core.services.tenant_migration import TenantMove
 
@@ -37,15 +38,20 @@ def render(moves: list[TenantMove], dry_run: bool) -> str:
         if move.new is None:
             lines.append(f"{move.old}: stays ({move.why}); {move.items} jobs")
             continue
-        verb = "would move to" if dry_run else "moved to"
-        lines.append(
-            f"{move.old}: {verb} {move.new}; {move.items} jobs, {move.quota_counters} quota counters, "
-            f"signing keys {move.signing_keys}"
-        )
+        if dry_run:
+            lines.append(f"{move.old}: would move to {move.new}; {move.items} jobs")
+        else:
+            lines.append(
+                f"{move.old}: moved to {move.new}; {move.moved} of {move.items} jobs, "
+                f"{move.quota_counters} quota counters, signing keys: {move.signing_keys}"
+            )
+        for job_id, why in move.failed.items():
+            lines.append(f"  job {job_id} not moved: {why}")
         if move.role_targets:
             lines.append(
-                f"  execution roles of jobs {', '.join(move.role_targets)} must now require "
-                f"sts:ExternalId {move.new}"
+                f"  jobs {', '.join(move.role_targets)} name execution roles: their trust policies must "
+                f'accept sts:ExternalId "{move.external_id}" (a list ["{move.old}", "{move.external_id}"] '
+                "accepts both while you change them)"
             )
     return "\n".join(lines)
 
@@ -64,9 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         session = make_session(args.endpoint_url, args.region)
         settings = deployed_settings(session.client("cloudformation"), args.stack)
-        migration = build_tenant_migration(
-            settings, AwsClients(session), arn_account(settings.worker_role_arn)
-        )
+        if not (settings.worker_role_arn and settings.secrets_key_id):
+            raise StackNotReady(
+                f"stack {args.stack!r} has no WorkerRoleArn or SecretsKeyId output: deploy this version "
+                "of the stack first (make deploy)"
+            )
+        account = arn_account(settings.worker_role_arn)
+        migration = build_tenant_migration(settings, AwsClients(session), SystemClock(), account)
         moves = migration.run(dry_run=args.dry_run)
     except StackNotReady as error:
         print(f"migrate-tenants: {error}", file=sys.stderr)

@@ -75,7 +75,11 @@ class SchedulerQueues(Construct):
                     principals=[iam.AnyPrincipal()],
                     actions=["sqs:SendMessage"],
                     resources=[queue.queue_arn],
-                    conditions={"ArnNotLike": {"aws:PrincipalArn": [*role_arns, *operator_arns]}},
+                    conditions={
+                        "ArnNotLike": {"aws:PrincipalArn": [*role_arns, *operator_arns]},
+                        # An AWS service acting for the stack carries no aws:PrincipalArn.
+                        "Bool": {"aws:PrincipalIsAWSService": "false"},
+                    },
                 )
             )
 

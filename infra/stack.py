@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
@@ -106,6 +107,12 @@ class SchedulerStack(Stack):
             output_key("SECRETS_KEY_ID"),
             value=self.keys.secrets.key_arn,
             description="The KMS key of secret headers and signing keys (infra.migrate_tenants)",
+        )
+        CfnOutput(
+            self,
+            output_key("PER_SESSION_TENANT_ROLES"),
+            value=json.dumps(list(config.per_session_tenant_roles)),
+            description="Roles whose sessions are tenants each (infra.migrate_tenants)",
         )
         CfnOutput(
             self,

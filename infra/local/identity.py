@@ -3,7 +3,7 @@ ARN, in the local cloud (the tenant is that id: scheduler_core.domain.tenancy).
 
 A principal IAM (moto's) knows gets its real id (`AIDA...` for a user, `AROA...` for a role,
 plus `:session` for a role's session), so a user deleted and made again gets a new one, as in
-AWS (once the local cloud asks again: it remembers each caller's id while it runs). Any
+AWS (once the local cloud asks again: it remembers each caller found while it runs). Any
 other ARN — the local cloud's default caller, an `X-Local-Caller` made up for a test — gets
 a stable made-up id of the same form, derived from the ARN.
 """
@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from scheduler_core.adapters.iam_roles import unique_id
+from scheduler_core.adapters.iam_roles import principal
 from scheduler_core.domain.tenancy import role_name
+from scheduler_core.ports import Principal
 
 if TYPE_CHECKING:
     from mypy_boto3_iam import IAMClient
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 USER_PREFIX = "AIDA"
 ROLE_PREFIX = "AROA"
 
-IdLookup = Callable[[str, str], str | None]  # (kind "user" | "role", name) → the id IAM holds
+IdLookup = Callable[[str, str], Principal | None]  # (kind "user" | "role", name) → IAM's principal
 
 
 def made_up_id(prefix: str, arn: str) -> str:
@@ -47,28 +48,32 @@ def principal_id(arn: str, lookup: IdLookup | None = None) -> str:
         session = resource.rsplit("/", 1)[-1]
         role_arn = f"arn:aws:iam::{account}:role/{role}"
         found = lookup("role", role) if lookup else None
-        return f"{found or made_up_id(ROLE_PREFIX, role_arn)}:{session}"
+        # The session ARN does not carry the role's path: the account must match.
+        known = found.unique_id if found and found.arn.split(":")[4] == account else None
+        return f"{known or made_up_id(ROLE_PREFIX, role_arn)}:{session}"
     if resource.startswith("federated-user/"):
         return f"{account}:{resource.split('/', 1)[1]}"
     name = resource.rsplit("/", 1)[-1]
     found = lookup("user", name) if lookup and resource.startswith("user/") else None
-    return found or made_up_id(USER_PREFIX, arn)
+    return found.unique_id if found and found.arn == arn else made_up_id(USER_PREFIX, arn)
 
 
 class IamIds:
-    """`IdLookup` on an IAM client (moto's), remembered per principal: the local cloud asks
-    once per caller, not once per request."""
+    """`IdLookup` on an IAM client (moto's), remembered per principal found: the local cloud
+    asks once per caller, not once per request (a name IAM lacks is asked again: it may be
+    made meanwhile)."""
 
     def __init__(self, iam: IAMClient) -> None:
         self._iam = iam
-        self._known: dict[tuple[str, str], str | None] = {}
+        self._known: dict[tuple[str, str], Principal] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, kind: str, name: str) -> str | None:
+    def __call__(self, kind: str, name: str) -> Principal | None:
         with self._lock:
             if (kind, name) in self._known:
                 return self._known[(kind, name)]
-        found = unique_id(self._iam, kind, name)
-        with self._lock:
-            self._known[(kind, name)] = found
+        found = principal(self._iam, kind, name)
+        if found is not None:
+            with self._lock:
+                self._known[(kind, name)] = found
         return found

@@ -149,7 +149,15 @@ def test_the_shared_settings_are_stack_outputs_named_after_them(synthesis: Synth
     outputs = {
         output_variable(key): output["Value"]
         for key, output in synthesis.template.find_outputs("*").items()
-        if key not in ("ApiUrl", "WorkerRoleArn", "SecretsKeyId", "AlarmTopicArn", "DashboardName")
+        if key
+        not in (
+            "ApiUrl",
+            "WorkerRoleArn",
+            "SecretsKeyId",
+            "PerSessionTenantRoles",
+            "AlarmTopicArn",
+            "DashboardName",
+        )
     }
     assert set(outputs) == SHARED_ENVIRONMENT
     for name in EXPECTED_ENVIRONMENT:

@@ -82,6 +82,8 @@ def _senders_allowed(synthesis: Synthesis) -> dict[str, list[Any]]:
         ]
         assert statement["Principal"] == {"AWS": "*"}
         assert statement["Resource"] == {"Fn::GetAtt": [synthesis.logical_id(queue), "Arn"]}
+        # AWS services acting for the stack carry no aws:PrincipalArn: they are not denied.
+        assert statement["Condition"]["Bool"] == {"aws:PrincipalIsAWSService": "false"}
         allowed[name] = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
     return allowed
 

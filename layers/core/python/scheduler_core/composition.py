@@ -264,10 +264,17 @@ def default_clients() -> AwsClients:
     return AwsClients()
 
 
-def build_tenant_migration(settings: Settings, clients: AwsClients, account: str) -> TenantMigration:
+def build_tenant_migration(
+    settings: Settings, clients: AwsClients, clock: Clock, account: str
+) -> TenantMigration:
     """`python -m infra.migrate_tenants`: the stack's table, IAM and secrets key."""
     return TenantMigration(
-        build_store(settings, clients), IamPrincipals(clients), build_secrets(settings, clients), account
+        build_store(settings, clients),
+        IamPrincipals(clients),
+        build_secrets(settings, clients),
+        clock,
+        account,
+        settings.per_session_tenant_roles,
     )
 
 

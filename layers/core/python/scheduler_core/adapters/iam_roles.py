@@ -1,6 +1,6 @@
 """`RoleDirectory` on IAM: a role's trust policy, read (iam:GetRole) with the api's own role,
 which may read the roles of its account and no other's (services/target_check.py). And
-`PrincipalIds`: the unique id of a user or role of the account (iam:GetUser, iam:GetRole)."""
+`PrincipalDirectory`: a user or role of the account (iam:GetUser, iam:GetRole)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.aws import AwsClients, error_code
+from scheduler_core.ports import Principal
 
 if TYPE_CHECKING:
     from mypy_boto3_iam import IAMClient
@@ -38,24 +39,26 @@ class IamRoles:
         return document if isinstance(document, Mapping) else None
 
 
-def unique_id(iam: IAMClient, kind: str, name: str) -> str | None:
-    """The unique id (`AIDA...`, `AROA...`) of the account's user or role named `name`; None
-    when there is none (deleted)."""
+def principal(iam: IAMClient, kind: str, name: str) -> Principal | None:
+    """The account's user or role named `name` (kind "user" or "role"): its unique id
+    (`AIDA...`, `AROA...`), ARN and creation time; None when there is none (deleted)."""
     try:
         if kind == "user":
-            return iam.get_user(UserName=name)["User"]["UserId"]
+            user = iam.get_user(UserName=name)["User"]
+            return Principal(user["UserId"], user["Arn"], user["CreateDate"])
         if kind == "role":
-            return iam.get_role(RoleName=name)["Role"]["RoleId"]
+            role = iam.get_role(RoleName=name)["Role"]
+            return Principal(role["RoleId"], role["Arn"], role["CreateDate"])
     except ClientError as error:
         if error_code(error) == "NoSuchEntity":
             return None
         raise
-    raise ValueError(f"no unique id for a principal of kind {kind!r}")
+    raise ValueError(f"no IAM principal of kind {kind!r}")
 
 
 class IamPrincipals:
     def __init__(self, clients: AwsClients) -> None:
         self._clients = clients
 
-    def unique_id(self, kind: str, name: str) -> str | None:
-        return unique_id(self._clients.iam(), kind, name)
+    def principal(self, kind: str, name: str) -> Principal | None:
+        return principal(self._clients.iam(), kind, name)

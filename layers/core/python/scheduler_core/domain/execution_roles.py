@@ -29,10 +29,11 @@ HASHED_PREFIX = "tenant-sha256:"
 
 
 def external_id(tenant: str) -> str:
-    """The `sts:ExternalId` the worker assumes a tenant's roles with: the tenant itself (the
-    IAM ARN it calls the API with, an assumed role's session name dropped) whenever STS takes
-    it as it is. An IAM path may hold characters STS refuses in an external id (`!`, `*`,
-    `#`, ...); such a tenant's is `tenant-sha256:` and the SHA-256 of the tenant, in hex."""
+    """The `sts:ExternalId` the worker assumes a tenant's roles with: the tenant itself (its
+    unique principal id, domain/tenancy.py) whenever STS takes it as it is. A tenant with a
+    character STS refuses in an external id (a session name may hold one; so did the ARN
+    tenants of earlier releases: `!`, `*`, `#`, ...) gets `tenant-sha256:` and the SHA-256
+    of the tenant, in hex."""
     if _EXTERNAL_ID.fullmatch(tenant):
         return tenant
     return HASHED_PREFIX + hashlib.sha256(tenant.encode()).hexdigest()
