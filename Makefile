@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= 3
 
 .PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean docs docs-serve
 
-install: $(STAMP) $(DEPS_LAYER) $(CHECKOV_STAMP)
+install: $(STAMP) $(DEPS_LAYER) $(CHECKOV_STAMP) browser console-assets
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,30 @@ $(CHECKOV_STAMP):
 	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
 	$(CHECKOV_VENV)/bin/pip install --quiet 'checkov>=3.3,<4'
 	touch $(CHECKOV_STAMP)
+
+# The console's browser tests drive Debian's chromium with Playwright (Playwright's own browser
+# download is not used): installed once, when /usr/bin/chromium is missing (needs root or sudo).
+.PHONY: browser
+browser:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+# The console's browser libraries (cli/console/package.json: Cytoscape and its dagre layout),
+# npm-installed here and copied into the package's static/vendor/ (gitignored): the page
+# fetches nothing from the internet.
+CONSOLE_NPM    := cli/console
+CONSOLE_VENDOR := cli/scheduler_cli/console/static/vendor
+.PHONY: console-assets
+console-assets: $(CONSOLE_VENDOR)/.built
+$(CONSOLE_VENDOR)/.built: $(CONSOLE_NPM)/package.json $(CONSOLE_NPM)/package-lock.json
+	cd $(CONSOLE_NPM) && npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p $(CONSOLE_VENDOR)
+	cp $(CONSOLE_NPM)/node_modules/cytoscape/dist/cytoscape.esm.min.mjs $(CONSOLE_VENDOR)/cytoscape.esm.min.js
+	cp $(CONSOLE_NPM)/node_modules/cytoscape/LICENSE $(CONSOLE_VENDOR)/cytoscape.LICENSE
+	cp $(CONSOLE_NPM)/node_modules/cytoscape-dagre/dist/cytoscape-dagre.min.mjs $(CONSOLE_VENDOR)/cytoscape-dagre.esm.min.js
+	cp $(CONSOLE_NPM)/node_modules/cytoscape-dagre/LICENSE $(CONSOLE_VENDOR)/cytoscape-dagre.LICENSE
+	touch $@
 
 # Third-party packages for Lambda, built for the Lambda platform without Docker.
 $(DEPS_LAYER): layers/deps/requirements.txt infra/config.py infra/build_deps_layer.py | $(STAMP)

@@ -31,6 +31,8 @@ CALLER_HEADER = "X-Local-Caller"
 # What an `ANY` method stands for in API Gateway.
 METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 _INTEGRATION = re.compile(r"functions/(arn:[^/]+)/invocations")
+# (method, path with query, headers, body) → (status, headers, body)
+Mounted = Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class ApiGateway:
         self._on_error = on_error
         # The unique id of a caller IAM knows (infra/local/identity.py).
         self._principal_ids = principal_ids
+        # Path prefix → what answers under it instead of the routes (the console, at /console/).
+        self._mounts: dict[str, Mounted] = {}
         gateway = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -141,6 +145,11 @@ class ApiGateway:
     def start(self) -> None:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
+    def mount(self, prefix: str, handler: Mounted) -> None:
+        """Answer requests for `prefix` (e.g. /console/, and /console) with `handler`, before
+        any route: what API Gateway would not serve, beside the API on the same origin."""
+        self._mounts[prefix] = handler
+
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
@@ -158,6 +167,9 @@ class ApiGateway:
     ) -> tuple[int, dict[str, str], bytes]:
         url = urlsplit(raw_path)
         path = url.path
+        for prefix, mounted in self._mounts.items():
+            if path == prefix.rstrip("/") or path.startswith(prefix):
+                return mounted(method, raw_path, headers, body)
         # Both /v1/... and /<stage>/v1/... work, so URLs copied from AWS work locally too.
         if path == f"/{self._stage}" or path.startswith(f"/{self._stage}/"):
             path = path[len(self._stage) + 1 :] or "/"

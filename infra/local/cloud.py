@@ -29,6 +29,7 @@ from infra.local.event_sources import SqsEventSource, event_sources
 from infra.local.functions import FunctionHost
 from infra.local.identity import IamIds
 from infra.local.schedules import ScheduleDriver, scheduled_targets
+from scheduler_cli.console.server import local_cloud_console
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 
 STACK_NAME = "ServerlessScheduler"
@@ -130,6 +131,9 @@ class LocalCloud:
             on_error=self.console.error,
             principal_ids=IamIds(self.aws.client("iam")),
         )
+        self._api.mount(
+            "/console/", local_cloud_console(self._api.url, self.aws.endpoint_url, options.stack_name).handle
+        )
         self._api.start()
         self.event_sources = event_sources(self.aws, self.hosts, self.console.error)
         # moto tries to run the mappings itself (through Docker, which fails): each failed try
@@ -162,6 +166,7 @@ class LocalCloud:
         c.print(f"  docs   {api}/v1/docs   OpenAPI: {api}/v1/openapi.json")
         c.print(f"  cli    export SCHEDULER_ENDPOINT={api} SCHEDULER_AWS_ENDPOINT_URL={self.moto_url}")
         c.print("         then: scheduler jobs list · scheduler dlq list · scheduler --help (docs/cli.md)")
+        c.print(f"  console {api}/console/   jobs, runs, workflows, the DLQ, live (docs/console.md)")
         for host in self.hosts.values():
             spec = host.spec
             name = short_name(spec.name)
