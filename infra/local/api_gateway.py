@@ -20,19 +20,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from infra.local.functions import FunctionError, FunctionHost
 from infra.local.identity import IdLookup, principal_id
+from scheduler_cli.console.server import Answer, http_server
 
 CALLER_HEADER = "X-Local-Caller"
 # What an `ANY` method stands for in API Gateway.
 METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 _INTEGRATION = re.compile(r"functions/(arn:[^/]+)/invocations")
-# (method, path with query, headers, body) → (status, headers, body)
-Mounted = Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 
 @dataclass(frozen=True)
@@ -109,43 +107,14 @@ class ApiGateway:
         # The unique id of a caller IAM knows (infra/local/identity.py).
         self._principal_ids = principal_ids
         # Path prefix → what answers under it instead of the routes (the console, at /console/).
-        self._mounts: dict[str, Mounted] = {}
-        gateway = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                status, headers, payload = gateway.handle(self.command, self.path, dict(self.headers), body)
-                self.send_response(status)
-                for name, value in headers.items():
-                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-
-            def __getattr__(self, name: str) -> Any:
-                # http.server calls `do_<METHOD>`, and answers a 501 page for a method without
-                # one: every method, known or not, goes to the routes instead.
-                if name.startswith("do_"):
-                    return self._handle
-                raise AttributeError(name)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._mounts: dict[str, Answer] = {}
+        self._server = http_server(self.handle, port, host)
         self.url = f"http://{host}:{self._server.server_address[1]}"
 
     def start(self) -> None:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
-    def mount(self, prefix: str, handler: Mounted) -> None:
+    def mount(self, prefix: str, handler: Answer) -> None:
         """Answer requests for `prefix` (e.g. /console/, and /console) with `handler`, before
         any route: what API Gateway would not serve, beside the API on the same origin."""
         self._mounts[prefix] = handler

@@ -264,7 +264,7 @@ def test_the_overview_reads_the_metrics_the_functions_publish() -> None:
 
 @pytest.fixture
 def served() -> Iterator[str]:
-    server = http_server(console(), 0)
+    server = http_server(console().handle, 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -158,8 +158,14 @@ def _cross_site(headers: dict[str, str]) -> str | None:
 # --- `scheduler console` ---------------------------------------------------------------------
 
 
-def http_server(console: ConsoleServer, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """A stdlib server on `host:port` (0: any free port) that answers with `console`."""
+# (method, path with its query, headers, body) → (status, headers, body)
+Answer = Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+
+
+def http_server(answer: Answer, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """A stdlib HTTP/1.1 server on `host:port` (0: any free port) where `answer` answers every
+    request, whatever its method (http.server would answer 501 for a method it has no
+    `do_<METHOD>` for). The console's, and the local cloud's API Gateway."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -167,7 +173,7 @@ def http_server(console: ConsoleServer, port: int, host: str = "127.0.0.1") -> T
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            status, headers, payload = console.handle(self.command, self.path, dict(self.headers), body)
+            status, headers, payload = answer(self.command, self.path, dict(self.headers), body)
             self.send_response(status)
             for name, value in headers.items():
                 if name.lower() not in ("content-length", "connection", "transfer-encoding"):
@@ -178,8 +184,6 @@ def http_server(console: ConsoleServer, port: int, host: str = "127.0.0.1") -> T
                 self.wfile.write(payload)
 
         def __getattr__(self, name: str) -> Any:
-            # http.server calls `do_<METHOD>`: every method goes to the console, which refuses
-            # what it does not serve in the API's error shape.
             if name.startswith("do_"):
                 return self._handle
             raise AttributeError(name)
@@ -226,7 +230,7 @@ def serve_console(
     """Serve until Ctrl-C (or the server is shut down), printing the URL first."""
     console = console_for(state)
     try:
-        server = http_server(console, port)
+        server = http_server(console.handle, port)
     except OSError as error:
         raise ConsoleUnavailable(f"cannot listen on 127.0.0.1:{port}: {error} (try --port 0)") from error
     url = f"http://127.0.0.1:{server.server_address[1]}{PREFIX}"
