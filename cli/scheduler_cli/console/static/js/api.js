@@ -7,6 +7,10 @@
 import { seg } from "./dom.js";
 
 const CONSOLE_HEADER = { "X-Scheduler-Console": "1" };
+// A read that has not answered by then is given up (the next refresh asks again, on another
+// connection): one stuck request must not hold the live view still. Changes are never given
+// up on: their outcome is the server's to say.
+const READ_TIMEOUT_MS = 10_000;
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -29,6 +33,7 @@ export function withQuery(path, params = {}) {
 
 export async function call(method, path, body, headers = {}) {
   const init = { method, headers: { ...CONSOLE_HEADER, ...headers }, cache: "no-store" };
+  if (method === "GET") init.signal = AbortSignal.timeout(READ_TIMEOUT_MS);
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
