@@ -96,8 +96,11 @@ function describe(error) {
 }
 
 function schedule(generation) {
+  // An older view's refresh that ends after the view changed must not touch the timer: it is
+  // the new view's (clearing it first once stopped a freshly opened page from refreshing).
+  if (generation !== state.generation) return;
   clearTimeout(state.timer);
-  if (!state.live || !state.view?.refresh || generation !== state.generation) return;
+  if (!state.live || !state.view?.refresh) return;
   const interval = state.view.interval || DEFAULT_INTERVAL_MS;
   // A tab out of sight refreshes less often (and at once when it is seen again), never not at
   // all: a browser may call a tab hidden that is on a screen all the same.
