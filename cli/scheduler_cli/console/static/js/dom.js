@@ -206,3 +206,17 @@ export function takeNextFlash() {
 export function seg(id) {
   return encodeURIComponent(id).replace(/%3A/gi, ":");
 }
+
+// A button's action: `action`, then what came of it said in `messages` (an API error's
+// `details` listed), then the view refreshed.
+export function actionsIn(messages, ctx) {
+  return async function act(label, action) {
+    try {
+      const result = await action();
+      flash(messages, "ok", typeof result === "string" ? result : `${label}: done.`);
+    } catch (error) {
+      flash(messages, "error", `${label}: ${error.message}`, Array.isArray(error?.details) ? error.details : []);
+    }
+    await ctx.refreshNow();
+  };
+}

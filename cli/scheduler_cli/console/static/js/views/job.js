@@ -3,8 +3,9 @@
 // and its runs: a timeline and a table with each run's status, lateness, attempts, error and
 // response code.
 
-import { api, ApiError, consoleApi } from "../api.js";
+import { api, consoleApi } from "../api.js";
 import {
+  actionsIn,
   badge,
   definition,
   describeTarget,
@@ -76,15 +77,7 @@ export async function render(root, ctx, jobId) {
   const handedOver = takeNextFlash();
   if (handedOver) flash(messages, "ok", handedOver);
 
-  async function act(label, action) {
-    try {
-      const result = await action();
-      flash(messages, "ok", typeof result === "string" ? result : `${label}: done.`);
-    } catch (error) {
-      flash(messages, "error", `${label}: ${error.message}`, error instanceof ApiError ? error.details : []);
-    }
-    await ctx.refreshNow();
-  }
+  const act = actionsIn(messages, ctx);
 
   let actionsFor = null;
   function drawHead() {

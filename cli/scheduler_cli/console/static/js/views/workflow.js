@@ -2,15 +2,15 @@
 // the graph and in a table, with a retry for a FAILED task (the API re-decides what its
 // failure decided downstream) and a cancel for a run under way.
 
-import { api, ApiError } from "../api.js";
+import { api } from "../api.js";
 import {
+  actionsIn,
   badge,
   definition,
   describeSchedule,
   describeTarget,
   el,
   emptyRow,
-  flash,
   link,
   localTime,
   replace,
@@ -77,15 +77,7 @@ export async function render(root, ctx, workflowId, runId = null) {
     ),
   );
 
-  async function act(label, action) {
-    try {
-      const result = await action();
-      flash(messages, "ok", typeof result === "string" ? result : `${label}: done.`);
-    } catch (error) {
-      flash(messages, "error", `${label}: ${error.message}`, error instanceof ApiError ? error.details : []);
-    }
-    await ctx.refreshNow();
-  }
+  const act = actionsIn(messages, ctx);
 
   let actionsFor = null;
   function drawHead() {
