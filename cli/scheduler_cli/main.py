@@ -14,9 +14,11 @@ import typer
 from typer.core import TyperGroup
 
 from scheduler_cli import dlq, jobs, runs, schedule, workflows
-from scheduler_cli.api import ApiError
+from scheduler_cli import options as o
+from scheduler_cli.api import ApiError, call, state_of
 from scheduler_cli.client import ENDPOINT_VARIABLE, TargetNotFound
 from scheduler_cli.console.command import register as register_console
+from scheduler_cli.render import emit, fields_table
 from scheduler_cli.state import CliState, Output
 
 AWS_ENDPOINT_VARIABLE = "SCHEDULER_AWS_ENDPOINT_URL"
@@ -54,6 +56,27 @@ app.add_typer(workflows.app, name="workflows")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(schedule.app, name="schedule")
 register_console(app)
+
+
+@app.command("tenant")
+def tenant(ctx: typer.Context, output: o.OutputOpt = None) -> None:
+    """Who you are to the scheduler: your tenant and the sts:ExternalId your execution roles'
+    trust policies must require (GET /v1/tenant).
+
+    Example:  scheduler tenant -o json | jq -r .external_id
+    """
+    state = state_of(ctx, output)
+    emit(
+        state,
+        call(state, "GET", "/v1/tenant"),
+        lambda body: fields_table(
+            [
+                ("tenant", body["tenant"]),
+                ("principal", body["principal_arn"]),
+                ("external id", body["external_id"]),
+            ]
+        ),
+    )
 
 
 @app.callback()

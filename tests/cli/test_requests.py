@@ -269,3 +269,19 @@ def test_a_workflow_from_flags(runner: CliRunner, api: LoopbackApi) -> None:
         "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Berlin"},
         "misfire": "SKIP",
     }
+
+
+def test_tenant_shows_the_external_id_roles_must_require(runner: CliRunner, api: LoopbackApi) -> None:
+    body = {
+        "tenant": "AIDAEXAMPLEUSERID123",
+        "principal_arn": "arn:aws:iam::123456789012:user/alice",
+        "external_id": "AIDAEXAMPLEUSERID123",
+    }
+    api.answer("GET", "/v1/tenant", 200, body)
+
+    table = run(runner, api, "tenant")
+    as_json = run(runner, api, "tenant", "-o", "json")
+
+    assert table.exit_code == 0, table.output
+    assert "external id AIDAEXAMPLEUSERID123" in flat(table.stdout)
+    assert json.loads(as_json.stdout) == body
