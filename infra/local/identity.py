@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from scheduler_core.adapters.iam_roles import principal
 from scheduler_core.domain.tenancy import role_name
-from scheduler_core.ports import Principal
+from scheduler_core.tenant_move_ports import Principal
 
 if TYPE_CHECKING:
     from mypy_boto3_iam import IAMClient

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.aws import AwsClients, error_code
-from scheduler_core.ports import Principal
+from scheduler_core.tenant_move_ports import Principal
 
 if TYPE_CHECKING:
     from mypy_boto3_iam import IAMClient

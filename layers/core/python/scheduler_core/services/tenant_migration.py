@@ -42,16 +42,10 @@ from scheduler_core.domain.execution_roles import external_id
 from scheduler_core.domain.tenancy import ArnTenant, arn_tenant
 from scheduler_core.domain.webhooks import SigningKeys
 from scheduler_core.observability import logger
-from scheduler_core.ports import (
-    PrincipalDirectory,
-    SealedSigningKeys,
-    Secrets,
-    SigningKeyRecords,
-    TenantItem,
-    TenantRecords,
-)
+from scheduler_core.ports import SealedSigningKeys, Secrets, SigningKeyRecords
 from scheduler_core.services.secret_headers import header_context
 from scheduler_core.services.signing import signing_context
+from scheduler_core.tenant_move_ports import PrincipalDirectory, TenantItem, TenantRecords
 
 ITEM_TRIES = 5
 

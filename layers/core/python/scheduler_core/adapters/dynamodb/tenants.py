@@ -17,7 +17,7 @@ from scheduler_core.adapters.dynamodb.table import TableAdapter
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
 from scheduler_core.domain.vocabulary import JobKind
-from scheduler_core.ports import TenantItem
+from scheduler_core.tenant_move_ports import TenantItem
 
 _WORKFLOWS = keys.workflows_of("")
 _QUOTA = keys.quota_pk("")
