@@ -12,6 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from scheduler_core.adapters.aws import error_code
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
 from scheduler_core.adapters.dynamodb.table import TableAdapter
 from scheduler_core.domain import keys
@@ -144,7 +145,7 @@ class TenantRecordsTable(TableAdapter):
                 ]
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+            if error_code(error) == "TransactionCanceledException":  # changed, or a conflict: read again
                 return 0
             raise
         return 1
