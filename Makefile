@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= 3
 
 .PHONY: install test lint unit integration infra-test e2e synth deploy run bench clean docs docs-serve
 
-install: $(STAMP) $(DEPS_LAYER) $(CHECKOV_STAMP) browser console-assets
+install: $(STAMP) $(DEPS_LAYER) $(CHECKOV_STAMP) console-assets
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,8 @@ $(CHECKOV_STAMP):
 	touch $(CHECKOV_STAMP)
 
 # The console's browser tests drive Debian's chromium with Playwright (Playwright's own browser
-# download is not used): installed once, when /usr/bin/chromium is missing (needs root or sudo).
+# download is not used): installed once by `make test`, when /usr/bin/chromium is missing
+# (needs apt and root or sudo; elsewhere install chromium yourself).
 .PHONY: browser
 browser:
 	@test -x /usr/bin/chromium || { \
@@ -66,7 +67,9 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint docs
+# The browser only the console's browser tests need: not part of `make install`, so `make run`
+# needs no root and no apt.
+test: lint docs browser
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: install
