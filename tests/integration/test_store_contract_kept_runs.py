@@ -112,7 +112,7 @@ def test_a_reference_that_does_not_say_where_the_run_is_still_finds_it(store: Jo
 def test_a_one_offs_retry_and_expired_lease_are_watched_at_their_timers(store: JobStore) -> None:
     job, running = started(store)
     retry_at = AT + timedelta(minutes=20)
-    retried = store.retry_run_if_held(running, "w1", "boom", 500, retry_at, retry_at)
+    retried = store.retry_run_if_held(running, "w1", running.ended_attempt(AT, "boom", 500), retry_at, retry_at)
     assert retried is not None
     assert (retried.status, retried.attempt, retried.due_at) == (RunStatus.RETRYING, 2, retry_at)
     assert due_runs(store, job, retry_at, runs_until=retry_at) == ([to_ms(AT)], 0)

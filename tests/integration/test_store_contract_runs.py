@@ -83,8 +83,8 @@ def test_the_last_run_s_end_completes_its_job_and_only_then(store: JobStore) -> 
 def test_a_failed_attempt_becomes_the_next_one(store: JobStore) -> None:
     job, run = started(store)
     retry_at = AT + timedelta(seconds=20)
-    assert store.retry_run_if_held(run, "w2", "boom", 500, retry_at, retry_at) is None
-    retried = store.retry_run_if_held(run, "w1", "boom", 500, retry_at, retry_at)
+    assert store.retry_run_if_held(run, "w2", run.ended_attempt(AT, "boom", 500), retry_at, retry_at) is None
+    retried = store.retry_run_if_held(run, "w1", run.ended_attempt(AT, "boom", 500), retry_at, retry_at)
     assert retried is not None
     read = store.get_run(job.job_id, run.scheduled_for_ms)
     assert read is not None

@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import to_ms
-from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
 from scheduler_core.ports import RunRef
 
@@ -125,21 +125,22 @@ class FakeTable:
         stored: Run,
         next_attempt_at: datetime,
         due_at: datetime,
-        error: str | None,
-        response_code: int | None,
+        ended: Attempt,
         lateness_ms: int | None,
         release: bool,
         keep: bool = False,
     ) -> Run:
         self._release(stored.job_id, release)
+        response_code = ended.response_code
         changes: dict[str, Any] = {
             "status": RunStatus.RETRYING,
             "attempt": stored.attempt + 1,
             "next_attempt_at": next_attempt_at,
             "due_at": due_at,
-            "error": error,
+            "error": kept_error(ended.error),
             "lease_until": None,
             "holds_slot": False,
+            "past_attempts": stored.past_attempts_with(ended),
         }
         if not keep:
             changes |= {"response_code": response_code, "lateness_ms": lateness_ms}

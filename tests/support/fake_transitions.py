@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_core.domain import run_state
-from scheduler_core.domain.entities import Run
+from scheduler_core.domain.entities import Attempt, Run
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
 from scheduler_core.domain.workflows import Phase, WorkflowState
@@ -64,6 +64,8 @@ class FakeRunTransitions(FakeTable):
                 return False
             changes: dict[str, Any] = {"status": status, "finished_at": now, "error": kept_error(error)}
             changes |= {"response_code": response_code, "lateness_ms": lateness_ms, "output": output}
+            # An attempt that got no answer leaves no earlier attempt's code behind.
+            stored = stored.model_copy(update={"response_code": None})
             self._end(stored, changes, now, complete_job, release=holds_a_slot(run))
             return True
 
@@ -83,8 +85,7 @@ class FakeRunTransitions(FakeTable):
         self,
         run: RunRef,
         owner: str,
-        error: str | None,
-        response_code: int | None,
+        ended: Attempt,
         next_attempt_at: datetime,
         due_at: datetime,
         lateness_ms: int | None = None,
@@ -94,13 +95,7 @@ class FakeRunTransitions(FakeTable):
             if stored is None:
                 return None
             return self._to_retry(
-                stored,
-                next_attempt_at,
-                due_at,
-                kept_error(error),
-                response_code,
-                lateness_ms,
-                release=holds_a_slot(run),
+                stored, next_attempt_at, due_at, ended, lateness_ms, release=holds_a_slot(run)
             )
 
     # --- RunTransitions: the timers', the API's -----------------------------------------
@@ -134,10 +129,10 @@ class FakeRunTransitions(FakeTable):
             if status is RunStatus.RETRYING:
                 assert next_attempt_at is not None
                 assert due_at is not None
-                return self._to_retry(
-                    stored, next_attempt_at, due_at, kept_error(error), None, None, run.holds_slot, keep=True
-                )
+                ended = stored.ended_attempt(now, error)
+                return self._to_retry(stored, next_attempt_at, due_at, ended, None, run.holds_slot, keep=True)
             changes = {"status": status, "error": kept_error(error), "finished_at": now}
+            stored = stored.model_copy(update={"response_code": None})  # the lost attempt got none
             return self._end(stored, changes, now, complete_job, release=run.holds_slot)
 
     def resend_if_unchanged(self, run: Run, due_at: datetime, caught_up: bool = False) -> bool:
@@ -167,6 +162,9 @@ class FakeRunTransitions(FakeTable):
                     "trigger": Trigger.RETRY,
                     "attempt": stored.attempt + 1,
                     "first_attempt": stored.attempt + 1,
+                    "past_attempts": stored.past_attempts_with(
+                        stored.ended_attempt(stored.finished_at or now, stored.error, stored.response_code)
+                    ),
                     "next_attempt_at": now,
                     "due_at": due_at,
                     "finished_at": None,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
@@ -177,8 +177,7 @@ class RunTransitions(Protocol):
         self,
         run: RunRef,
         owner: str,
-        error: str | None,
-        response_code: int | None,
+        ended: Attempt,
         next_attempt_at: datetime,
         due_at: datetime,
         lateness_ms: int | None = None,

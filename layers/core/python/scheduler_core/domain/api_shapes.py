@@ -291,6 +291,20 @@ class JobPage(ResponseBody):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
 
 
+class AttemptView(ResponseBody):
+    """One attempt of a run."""
+
+    attempt: int
+    status: RunStatus = Field(
+        description="RUNNING for the attempt under way; else how it ended (an attempt that was "
+        "retried, lost its lease or was re-driven ended FAILED)."
+    )
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None = Field(description="Why it failed (an earlier attempt's: its first 500 characters).")
+    response_code: int | None = Field(description="The target's answer, when it answered.")
+
+
 class RunView(ResponseBody):
     """One run of a job."""
 
@@ -307,6 +321,9 @@ class RunView(ResponseBody):
     lateness_ms: int | None
     error: str | None
     response_code: int | None
+    attempts: list[AttemptView] = Field(
+        description="Every attempt made, oldest first (a re-driven run keeps its latest 40)."
+    )
 
 
 class RunPage(ResponseBody):

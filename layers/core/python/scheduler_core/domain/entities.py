@@ -14,6 +14,8 @@ from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.target_spec import Target
 from scheduler_core.domain.vocabulary import (
     DEFAULT_CATCH_UP_WINDOW_SECONDS,
+    MAX_PAST_ATTEMPT_ERROR,
+    MAX_PAST_ATTEMPTS,
     JobKind,
     JobStatus,
     MisfirePolicy,
@@ -103,6 +105,30 @@ class Job(BaseModel):
         return body
 
 
+class Attempt(BaseModel):
+    """One attempt of a run, as it ended (or, the run's current one, as it is)."""
+
+    attempt: int
+    status: RunStatus
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    response_code: int | None = None
+
+    def as_kept(self) -> Attempt:
+        """The attempt as a run keeps it among its earlier ones: its error cut to
+        MAX_PAST_ATTEMPT_ERROR, so that a run's item stays small however its attempts fail."""
+        if self.error is None or len(self.error) <= MAX_PAST_ATTEMPT_ERROR:
+            return self
+        return self.model_copy(update={"error": self.error[:MAX_PAST_ATTEMPT_ERROR]})
+
+    def to_api(self) -> dict[str, Any]:
+        body = self.model_dump(mode="json")
+        for name in ("started_at", "finished_at"):
+            body[name] = iso_or_none(getattr(self, name))
+        return body
+
+
 class Run(BaseModel):
     """One firing of a job. `run_id = {job_id}:{scheduled_for_ms}` is deterministic."""
 
@@ -146,6 +172,10 @@ class Run(BaseModel):
     # Whose run it is, when its sender knows (a claim): its message's group on the priority
     # queues (domain/fairness.py). Not stored.
     tenant: str | None = None
+    # The attempts before the current one, oldest first, each as it ended (a failed attempt
+    # retried, a lease lost, a FAILED attempt re-driven). The current attempt is the run's
+    # own fields; `attempts` puts both together.
+    past_attempts: list[Attempt] = Field(default_factory=list)
 
     @property
     def scheduled_for_ms(self) -> int:
@@ -156,10 +186,61 @@ class Run(BaseModel):
         """When the current attempt is due: its retry (or jittered) time, or the scheduled time."""
         return self.next_attempt_at or self.scheduled_for
 
+    def ended_attempt(
+        self,
+        now: datetime,
+        error: str | None = None,
+        response_code: int | None = None,
+    ) -> Attempt:
+        """The current attempt as it ends FAILED at `now` to make way for another (for
+        `past_attempts`, as `Attempt.as_kept`)."""
+        return Attempt(
+            attempt=self.attempt,
+            status=RunStatus.FAILED,
+            started_at=self.started_at,
+            finished_at=now,
+            error=error,
+            response_code=response_code,
+        )
+
+    def past_attempts_with(self, ended: Attempt) -> list[Attempt]:
+        """The earlier attempts once `ended` joins them: the latest MAX_PAST_ATTEMPTS (a run
+        re-driven again and again forgets its oldest)."""
+        return [*self.past_attempts, ended.as_kept()][-MAX_PAST_ATTEMPTS:]
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """Every attempt the run has made, oldest first: the earlier ones as they ended, and
+        the current one once it has started (RUNNING, or as the run ended)."""
+        current = self.started_at is not None and self.status not in (
+            RunStatus.PENDING,
+            RunStatus.RETRYING,
+        )
+        if current and self.past_attempts:
+            ended = self.past_attempts[-1].finished_at
+            current = ended is None or (self.started_at is not None and self.started_at >= ended)
+        if not current:
+            return list(self.past_attempts)
+        running = self.status is RunStatus.RUNNING
+        return [
+            *self.past_attempts,
+            Attempt(
+                attempt=self.attempt,
+                status=self.status,
+                started_at=self.started_at,
+                finished_at=None if running else self.finished_at,
+                # The run keeps its last failed attempt's error after a success (the API's
+                # `error`): it is the current attempt's only if this one failed.
+                error=self.error if self.status is RunStatus.FAILED else None,
+                response_code=None if running else self.response_code,
+            ),
+        ]
+
     def to_api(self) -> dict[str, Any]:
         body = self.model_dump(
             mode="json",
             exclude={
+                "past_attempts",
                 "first_attempt",
                 "due_at",
                 "lease_until",
@@ -175,6 +256,7 @@ class Run(BaseModel):
         )
         for name in ("scheduled_for", "started_at", "finished_at", "next_attempt_at"):
             body[name] = iso_or_none(getattr(self, name))
+        body["attempts"] = [attempt.to_api() for attempt in self.attempts]
         return body
 
 

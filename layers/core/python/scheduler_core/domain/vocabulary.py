@@ -115,6 +115,11 @@ MAX_CATCH_UP_WINDOW_SECONDS = 7 * 86_400
 
 # The longest `error` a run keeps (characters); a longer one is cut.
 MAX_RUN_ERROR = 2000
+# The longest error a run keeps of each earlier attempt (`Run.past_attempts`), and how many
+# earlier attempts it keeps (a re-drive drops the oldest beyond that): a run's item stays
+# small whatever its errors and however often it is re-driven.
+MAX_PAST_ATTEMPT_ERROR = 500
+MAX_PAST_ATTEMPTS = 40
 
 # Where an EVENTBRIDGE event's `detail` or a LAMBDA event carries the run's ids (DESIGN §7).
 RUN_METADATA_KEY = "scheduler"

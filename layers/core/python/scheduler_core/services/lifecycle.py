@@ -134,9 +134,8 @@ class RunLifecycle:
         if retryable and attempts_left(job.retry, run.attempt, run.first_attempt):
             next_attempt_at = now + backoff(job.retry, run.run_id, run.attempt)
             due_at, send_now = self.send_plan(next_attempt_at, now)
-            retried = self._store.retry_run_if_held(
-                run, owner, error, response_code, next_attempt_at, due_at, lateness_ms
-            )
+            ended = run.ended_attempt(now, error, response_code)
+            retried = self._store.retry_run_if_held(run, owner, ended, next_attempt_at, due_at, lateness_ms)
             if retried is None:
                 return None
             logger.info(

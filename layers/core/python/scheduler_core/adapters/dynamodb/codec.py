@@ -12,7 +12,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
-from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, Trigger
 from scheduler_core.domain.workflows import WorkflowState
 
@@ -32,7 +32,7 @@ RUN_ATTRIBUTES = (
     "status", "trigger", "priority", "scheduled_for_ms", "attempt", "first_attempt",
     "next_attempt_at_ms", "caught_up", "created_at_ms", "expires_at", "started_at_ms",
     "lease_until_ms", "lease_owner", "slot", "finished_at_ms", "error", "response_code",
-    "lateness_ms", "delivered_at_ms", "delivered_code",
+    "lateness_ms", "delivered_at_ms", "delivered_code", "past_attempts",
 )  # fmt: skip
 # What only a run of its own holds (never kept with its job): a workflow run's graph, phases
 # and their version; a task's output.
@@ -68,6 +68,30 @@ def holds_run_with_job(item: Mapping[str, Any] | None, scheduled_for_ms: int) ->
     """Whether a job's item keeps the run of `scheduled_for_ms` (`Run.with_job`)."""
     field = item.get(with_job_name("scheduled_for_ms")) if item else None
     return field is not None and int(field["N"]) == scheduled_for_ms
+
+
+def attempt_entry(attempt: Attempt) -> dict[str, Any]:
+    """An earlier attempt as `past_attempts` keeps it: a small map, short names, no nulls."""
+    entry = {
+        "n": attempt.attempt,
+        "st": str(attempt.status),
+        "s": to_ms(attempt.started_at) if attempt.started_at else None,
+        "f": to_ms(attempt.finished_at) if attempt.finished_at else None,
+        "e": attempt.error,
+        "c": attempt.response_code,
+    }
+    return {name: value for name, value in entry.items() if value is not None}
+
+
+def attempt_from_entry(entry: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        attempt=int(entry["n"]),
+        status=entry["st"],
+        started_at=from_ms(int(entry["s"])) if "s" in entry else None,
+        finished_at=from_ms(int(entry["f"])) if "f" in entry else None,
+        error=entry.get("e"),
+        response_code=int(entry["c"]) if "c" in entry else None,
+    )
 
 
 def expression_values(**values: Any) -> dict[str, Any]:
@@ -300,6 +324,7 @@ class ItemCodec:
                 else None
             ),
             output=raw.get("output"),
+            past_attempts=[attempt_from_entry(entry) for entry in raw.get("past_attempts", [])],
         )
 
     def run_key(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any]:

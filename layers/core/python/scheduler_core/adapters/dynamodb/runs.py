@@ -10,6 +10,7 @@ from datetime import datetime
 from scheduler_core.adapters.dynamodb.codec import (
     RUN_ATTRIBUTES,
     WORKFLOW_RUN_ATTRIBUTES,
+    attempt_entry,
     holds_run_with_job,
     to_item,
     with_job_attributes,
@@ -23,10 +24,11 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_in_values,
     status_one_of_values,
 )
+from scheduler_core.adapters.dynamodb.table import Appended
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
-from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
 
@@ -166,7 +168,8 @@ class RunsTable(TransactionalWrites):
             },
             HELD_BY_OWNER + (f" AND {HOLDS_SLOT}" if holds_slot(run) else ""),
             {"running": "RUNNING", "attempt": run.attempt, "owner": owner},
-            remove=LEASE_AND_TIMER,
+            # An attempt that got no answer leaves no earlier attempt's code behind.
+            remove=(*LEASE_AND_TIMER, "response_code"),
             with_job=run.with_job,
         )
         return self._end_run(request, run.job_id, now, complete=complete_job, release=holds_slot(run))
@@ -191,15 +194,17 @@ class RunsTable(TransactionalWrites):
         self,
         run: RunRef,
         owner: str,
-        error: str | None,
-        response_code: int | None,
+        ended: Attempt,
         next_attempt_at: datetime,
         due_at: datetime,
         lateness_ms: int | None = None,
     ) -> Run | None:
         """RUNNING → RETRYING as the next attempt, due at `next_attempt_at`, only for the
         attempt `owner` holds (its running slot, if it holds one, is given back: the retry
-        takes one again when it starts). The poller looks at it again at `due_at`."""
+        takes one again when it starts). `ended`, the attempt that failed, goes onto the end
+        of the run's earlier attempts (no read needed: a round has at most 20 attempts, and
+        a re-drive trims the list). The poller looks at it again at `due_at`."""
+        error = ended.error
         return self._move_to_retry(
             run,
             {
@@ -207,8 +212,9 @@ class RunsTable(TransactionalWrites):
                 "attempt": run.attempt + 1,
                 "next_attempt_at_ms": to_ms(next_attempt_at),
                 "error": error[:MAX_RUN_ERROR] if error else None,
-                "response_code": response_code,
+                "response_code": ended.response_code,
                 "lateness_ms": lateness_ms,
+                "past_attempts": Appended([attempt_entry(ended.as_kept())]),
                 **self._codec.due_attributes(run.job_id, due_at),
             },
             HELD_BY_OWNER,
@@ -217,7 +223,8 @@ class RunsTable(TransactionalWrites):
                 "next_attempt_at": next_attempt_at,
                 "due_at": due_at,
                 "error": error,
-                "response_code": response_code,
+                "response_code": ended.response_code,
                 "lateness_ms": lateness_ms,
+                "past_attempts": [*getattr(run, "past_attempts", []), ended.as_kept()],
             },
         )

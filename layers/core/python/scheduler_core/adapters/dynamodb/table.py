@@ -53,6 +53,11 @@ WITH_ITS_JOB = "_with_its_job"
 _ATTRIBUTE = re.compile(r"(?<![\w:#.])([a-z][a-z0-9_]*)\b(?!\s*\()")
 
 
+class Appended(list[Any]):
+    """A value of a run's update (`_run_update`) added to the end of the list the attribute
+    holds (a new list if it holds none), not written over it."""
+
+
 def is_contention(error: ClientError) -> bool:
     """Throttling, a transaction conflict, or DynamoDB failing on its side (5xx, after
     botocore's own retries): worth trying again later, not a verdict on the request."""
@@ -145,7 +150,8 @@ class TableAdapter:
         elsewhere: bool = True,
     ) -> dict[str, Any]:
         """The conditional update of a run: SET `sets` (attribute → value; None values are
-        skipped), REMOVE `remove`, if `condition` holds. `with_job`: the run is kept on its
+        skipped, an `Appended` list goes onto the end of the one there), REMOVE `remove`, if
+        `condition` holds. `with_job`: the run is kept on its
         job's item (`Run.with_job`): the same update of its attributes there, each under its
         name on the job's item; a timer set moves the item's index entry with it, a timer
         removed takes the entry out. The request then carries the update of the run's own
@@ -164,6 +170,11 @@ class TableAdapter:
             if value is None:
                 continue
             names[f"#s{position}"] = attribute if attribute == "due_pk" else name(attribute)
+            if isinstance(value, Appended):  # onto the list there is, or a new one
+                values |= expression_values(**{f"s{position}": list(value), "none_yet": []})
+                current = f"if_not_exists(#s{position}, :none_yet)"
+                actions.append(f"#s{position} = list_append({current}, :s{position})")
+                continue
             values |= expression_values(**{f"s{position}": value})
             actions.append(f"#s{position} = :s{position}")
             if with_job and attribute == "due_sk":  # the index entry moves to the timer

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from scheduler_core.adapters.dynamodb.codec import attempt_entry
 from scheduler_core.adapters.dynamodb.expressions import (
     HELD_BY_OWNER,
     HOLDS_SLOT,
@@ -15,6 +16,7 @@ from scheduler_core.adapters.dynamodb.expressions import (
     holds_slot,
     status_one_of_values,
 )
+from scheduler_core.adapters.dynamodb.table import Appended
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import run_state
 from scheduler_core.domain.clock import to_ms
@@ -63,9 +65,16 @@ class RunTimersTable(TransactionalWrites):
         if status is RunStatus.RETRYING:
             assert next_attempt_at is not None
             assert due_at is not None
+            ended = run.ended_attempt(now, error)
             sets |= {"attempt": run.attempt + 1, "next_attempt_at_ms": to_ms(next_attempt_at)}
+            sets |= {"past_attempts": Appended([attempt_entry(ended.as_kept())])}
             sets |= self._codec.due_attributes(run.job_id, due_at)
-            changes = {"next_attempt_at": next_attempt_at, "due_at": due_at, "error": error}
+            changes = {
+                "next_attempt_at": next_attempt_at,
+                "due_at": due_at,
+                "error": error,
+                "past_attempts": [*run.past_attempts, ended.as_kept()],
+            }
             return self._move_to_retry(run, sets, condition, values, changes)
         sets |= {"finished_at_ms": to_ms(now), "expires_at": self._codec.expiry(now)}
         release = run.holds_slot
@@ -75,7 +84,7 @@ class RunTimersTable(TransactionalWrites):
             sets,
             condition + (f" AND {HOLDS_SLOT}" if release else ""),
             values,
-            remove=LEASE_AND_TIMER,
+            remove=(*LEASE_AND_TIMER, "response_code"),  # the lost attempt got no answer
             with_job=run.with_job,
         )
         if not self._end_run(request, run.job_id, now, complete=complete_job, release=release):
@@ -88,6 +97,7 @@ class RunTimersTable(TransactionalWrites):
                 "due_at": None,
                 "lease_until": None,
                 "holds_slot": False,
+                "response_code": None,
             }
         )
 
@@ -126,7 +136,10 @@ class RunTimersTable(TransactionalWrites):
 
     def redrive_run_if_failed(self, run: Run, now: datetime, due_at: datetime) -> Run | None:
         """A manual re-drive: FAILED → RETRYING as a new attempt that starts a fresh round of
-        `max_attempts`, due now. None if the run is not FAILED at the attempt we read."""
+        `max_attempts`, due now. None if the run is not FAILED at the attempt we read. The
+        FAILED attempt joins the earlier ones (`Run.past_attempts_with`), the list written
+        whole: the condition on the attempt fences the list as read."""
+        kept = run.past_attempts_with(run.ended_attempt(run.finished_at or now, run.error, run.response_code))
         return self._update_run(
             run.job_id,
             run.scheduled_for_ms,
@@ -137,6 +150,7 @@ class RunTimersTable(TransactionalWrites):
                 "first_attempt": run.attempt + 1,
                 "next_attempt_at_ms": to_ms(now),
                 "expires_at": self._codec.expiry(now),
+                "past_attempts": [attempt_entry(attempt) for attempt in kept],
                 **self._codec.due_attributes(run.job_id, due_at),
             },
             "#status = :failed AND attempt = :attempt",
