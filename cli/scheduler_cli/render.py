@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.status import Status
 from rich.table import Table
 from rich.text import Text
@@ -179,10 +179,24 @@ def runs_table(page: Mapping[str, Any]) -> Table:
     return table
 
 
-def run_table(run: Mapping[str, Any]) -> Table:
-    return fields_table(
-        [(key, styled(value) if key == "status" else value) for key, value in run.items()],
+def run_table(run: Mapping[str, Any]) -> RenderableType:
+    """A run's fields, then every attempt it made with how it ended and its error."""
+    fields = fields_table(
+        (key, styled(value) if key == "status" else value) for key, value in run.items() if key != "attempts"
     )
+    attempts = new_table("ATTEMPT", "OUTCOME", "STARTED", "FINISHED", "CODE", "ERROR", title="attempts")
+    for attempt in run.get("attempts") or []:
+        attempts.add_row(
+            text(attempt["attempt"]),
+            styled(attempt["status"]),
+            text(attempt.get("started_at")),
+            text(attempt.get("finished_at")),
+            text(attempt.get("response_code")),
+            text(attempt.get("error")),
+        )
+    if not attempts.row_count:
+        return fields
+    return Group(fields, Text(""), attempts)
 
 
 def _run_row(run: Mapping[str, Any]) -> list[Any]:

@@ -164,6 +164,14 @@ def test_failed_runs_are_retried_and_the_dlq_listed_and_redriven(
 
     retried = cli.json("runs", "retry", failed["retried"]["run_id"], *WAIT)
     assert (retried["status"], retried["trigger"], retried["attempt"]) == ("SUCCEEDED", "RETRY", 2)
+    shown = cli.run("runs", "get", retried["run_id"]).stdout  # the table: every attempt, its error
+    attempt_lines = shown[shown.index("attempts") :].splitlines()
+    [first] = [line for line in attempt_lines if line.strip().startswith("1 ")]
+    [second] = [line for line in attempt_lines if line.strip().startswith("2 ")]
+    assert "FAILED" in first
+    assert "HTTP 404" in first
+    assert "SUCCEEDED" in second
+    assert "200" in second
 
     failed_runs = {run["run_id"] for run in failed.values()}
 

@@ -80,9 +80,12 @@ def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def failed_run(api: ApiClient, receiver: WebhookReceiver, purpose: str) -> dict[str, Any]:
-    """A one-off job whose target answers 404 (final: no retry), once its run FAILED."""
-    receiver.respond_with(404)
+def failed_run(
+    api: ApiClient, receiver: WebhookReceiver, purpose: str, statuses: tuple[int, ...] = (404,)
+) -> dict[str, Any]:
+    """A one-off job whose target answers `statuses` (by default 404, final: no retry), once
+    its run FAILED."""
+    receiver.respond_with(*statuses)
     fire_at = now_ms() + timedelta(seconds=2)
     job = api.create_job(http_job(receiver, purpose, {"at": iso(fire_at)}, retry=FAST_RETRY))
     run: dict[str, Any] = wait_for(
@@ -160,24 +163,31 @@ def test_the_apis_validation_errors_appear_beside_their_fields(
     assert api.call("GET", f"/v1/jobs?name_prefix={name}").body["items"] == []
 
 
-def test_a_failed_run_shows_its_attempt_and_error_and_is_retried_from_its_page(
+def test_a_failed_run_shows_every_attempt_with_its_error_and_is_retried_from_its_page(
     page: Page, local_cloud: LocalCloud, api: ApiClient, own_receiver: WebhookReceiver
 ) -> None:
-    run = failed_run(api, own_receiver, "console-retry")
+    # Attempt 1 gets a 503 (retried), attempt 2 a 404 (final).
+    run = failed_run(api, own_receiver, "console-retry", statuses=(503, 404))
     open_console(page, local_cloud, f"/jobs/{run['job_id']}/runs/{run['run_id']}")
     expect(page.locator("h1 .badge")).to_have_text("FAILED")
-    attempt = page.locator('#attempts-table tr[data-attempt="1"]')
-    expect(attempt).to_contain_text("HTTP 404")
-    expect(attempt).to_contain_text("404")
+    first = page.locator('#attempts-table tr[data-attempt="1"]')
+    second = page.locator('#attempts-table tr[data-attempt="2"]')
+    expect(first).to_contain_text("FAILED")
+    expect(first).to_contain_text("HTTP 503")
+    expect(second).to_contain_text("FAILED")
+    expect(second).to_contain_text("HTTP 404")
     shot(page, "run-failed")
 
     page.get_by_role("button", name="Retry run").click()  # the receiver answers 200 now
 
     expect(page.locator("h1 .badge")).to_have_text("SUCCEEDED")
-    expect(page.locator('#attempts-table tr[data-attempt="2"]')).to_contain_text("SUCCEEDED")
-    expect(page.locator('#attempts-table tr[data-attempt="1"]')).to_contain_text("HTTP 404")
+    expect(page.locator('#attempts-table tr[data-attempt="3"]')).to_contain_text("SUCCEEDED")
+    expect(page.locator('#attempts-table tr[data-attempt="3"]')).to_contain_text("200")
+    expect(first).to_contain_text("HTTP 503")
+    expect(second).to_contain_text("HTTP 404")
+    expect(page.locator("#attempts-table tbody tr")).to_have_count(3)
     shot(page, "run-retried")
-    assert len(arrivals(own_receiver, run["job_id"])) == 2
+    assert len(arrivals(own_receiver, run["job_id"])) == 3
     assert api.run(run["job_id"], run["run_id"])["trigger"] == "RETRY"
 
 

@@ -71,6 +71,16 @@ def test_a_failing_attempt_is_retried_and_the_run_succeeds(
     assert run["attempt"] == 2
     assert run["response_code"] == 200
     assert 0 <= run["lateness_ms"] < 1000  # the first attempt's lateness, not the retry's
+    first, second = run["attempts"]  # every attempt, with how it ended
+    assert (first["attempt"], first["status"], first["response_code"]) == (1, "FAILED", 503)
+    assert "503" in first["error"]
+    assert (second["attempt"], second["status"], second["response_code"], second["error"]) == (
+        2,
+        "SUCCEEDED",
+        200,
+        None,
+    )
+    assert first["finished_at"] <= second["started_at"]
     calls = arrivals(own_receiver, job_id)
     assert [request.headers["x-scheduler-attempt"] for request in calls] == ["1", "2"]
     assert {request.headers["idempotency-key"] for request in calls} == {run["run_id"]}
@@ -111,6 +121,11 @@ def test_a_final_error_fails_the_run_with_a_dlq_record_and_a_retry_redrives_it(
     )
     assert run["attempt"] == 2
     assert len(arrivals(own_receiver, job_id)) == 2
+    assert [(a["attempt"], a["status"], a["response_code"]) for a in run["attempts"]] == [
+        (1, "FAILED", 404),  # the failed attempt the re-drive followed
+        (2, "SUCCEEDED", 200),
+    ]
+    assert "HTTP 404" in run["attempts"][0]["error"]
 
     again = api.call("POST", f"/v1/jobs/{job_id}/runs/{failed['run_id']}/retry")
     assert again.status == 409

@@ -1,10 +1,6 @@
-// A run: its times, its attempts with their errors, its DLQ record when it has one, and a
-// retry when it FAILED (a fresh round of the job's max_attempts).
-//
-// The API keeps a run's current attempt and the error of its last failed attempt, not a list
-// of attempts: the attempts table says which error belongs to which attempt, and where the
-// others are (the worker's log). The DLQ record, when the console can read the DLQ, adds the
-// error the run's attempts ended with each time they were spent.
+// A run: its times, every attempt with how it ended and its error (the API's `attempts`), its
+// DLQ record when it has one, and a retry when it FAILED (a fresh round of the job's
+// max_attempts).
 
 import { api, ApiError, consoleApi } from "../api.js";
 import { badge, definition, el, emptyRow, flash, link, millis, replace, section, seg, table, when } from "../dom.js";
@@ -29,12 +25,7 @@ export async function render(root, ctx, jobId, runId) {
       section("Run", facts),
       section(
         "Attempts",
-        table(["Attempt", "Outcome", "Code", "Error"], attempts, { id: "attempts-table" }),
-        el(
-          "p",
-          { class: "muted small" },
-          "The API keeps each run's last failed attempt's error; every attempt's is in the worker's log.",
-        ),
+        table(["Attempt", "Outcome", "Started", "Took", "Code", "Error"], attempts, { id: "attempts-table" }),
       ),
     ),
     section("Dead-letter queue", letters),
@@ -68,7 +59,9 @@ export async function render(root, ctx, jobId, runId) {
         ["Priority", run.priority],
         ["Response code", run.response_code ?? "—"],
         ["Attempts", `${run.attempt} (a round is ${job.retry.max_attempts})`],
-        run.error ? ["Error", el("span", { class: "error-text" }, run.error)] : null,
+        run.error
+          ? [run.status === "FAILED" ? "Error" : "Last error", el("span", { class: "error-text" }, run.error)]
+          : null,
       ]),
     );
     replace(attempts, attemptRows(run));
@@ -122,44 +115,41 @@ export async function render(root, ctx, jobId, runId) {
   return { refresh, interval: 2000 };
 }
 
-// One row per attempt, newest first. The API keeps the run's attempt number (the one that
-// failed, while RETRYING or FAILED; else the current one) and its last failed attempt's error.
+// One row per attempt, newest first, as the API lists them; a RETRYING run's next attempt
+// on top, with when it is due.
 function attemptRows(run) {
-  if (!run.attempt) return emptyRow(4, "No attempt yet.");
-  const failedNow = run.status === "FAILED" || run.status === "RETRYING";
-  const lastFailed = failedNow ? run.attempt : run.error && run.attempt > 1 ? run.attempt - 1 : null;
+  const made = [...(run.attempts || [])].reverse();
+  if (!made.length && run.status !== "RETRYING") return emptyRow(6, "No attempt yet.");
   const rows = [];
   if (run.status === "RETRYING") {
     rows.push(
       el(
         "tr",
-        { dataset: { attempt: run.attempt + 1 } },
-        el("td", { class: "num" }, run.attempt + 1),
+        { dataset: { attempt: run.attempt, status: "PENDING" } },
+        el("td", { class: "num" }, run.attempt),
         el("td", {}, badge("PENDING")),
+        el("td", { class: "small" }, run.next_attempt_at ? ["due ", when(run.next_attempt_at)] : "—"),
+        el("td", {}, "—"),
         el("td", { class: "num" }, "—"),
-        el("td", { class: "small" }, run.next_attempt_at ? ["due ", when(run.next_attempt_at)] : ""),
+        el("td", {}, ""),
       ),
     );
   }
-  for (let n = run.attempt; n >= 1; n--) {
-    const current = n === run.attempt;
-    const status = current && !failedNow ? run.status : "FAILED";
-    const error =
-      n === lastFailed
-        ? run.error
-        : current && run.error && !lastFailed
-          ? run.error
-          : n < run.attempt
-            ? "(in the worker's log)"
-            : "";
+  for (const attempt of made) {
+    const took =
+      attempt.started_at && attempt.finished_at
+        ? millis(Date.parse(attempt.finished_at) - Date.parse(attempt.started_at))
+        : "—";
     rows.push(
       el(
         "tr",
-        { dataset: { attempt: n, status } },
-        el("td", { class: "num" }, n),
-        el("td", {}, badge(status)),
-        el("td", { class: "num" }, current ? (run.response_code ?? "—") : "—"),
-        el("td", { class: "error-text small" }, error || ""),
+        { dataset: { attempt: attempt.attempt, status: attempt.status } },
+        el("td", { class: "num" }, attempt.attempt),
+        el("td", {}, badge(attempt.status)),
+        el("td", { class: "small" }, attempt.started_at ? when(attempt.started_at) : "—"),
+        el("td", { class: "num" }, took),
+        el("td", { class: "num" }, attempt.response_code ?? "—"),
+        el("td", { class: "error-text small" }, attempt.error || ""),
       ),
     );
   }
