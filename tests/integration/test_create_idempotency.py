@@ -150,9 +150,10 @@ def test_a_key_sent_again_after_its_record_is_gone_finds_the_same_job(
 def test_a_create_whose_claim_fails_after_the_job_is_written_returns_the_job(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The job exists once written: a claim that fails then (an AWS error) leaves its firing
-    to the poller instead of answering 500, so a client does not send it again."""
-    soon = job_body(receiver, clock) | {"schedule": {"at": (clock.now() + timedelta(seconds=30)).isoformat()}}
+    """The job exists once written: a claim that fails then (an AWS error) leaves its firings
+    to the poller instead of answering 500, so a client does not send it again. (A cron job:
+    a one-off's create claims its firing in the job's own write.)"""
+    soon = job_body(receiver, clock) | {"schedule": {"cron": "* * * * *"}}
 
     def claim_fails(*_: Any, **__: Any) -> Any:
         raise ClientError(
@@ -164,11 +165,29 @@ def test_a_create_whose_claim_fails_after_the_job_is_written_returns_the_job(
     assert made.status == 201, made.body
     monkeypatch.undo()
     assert cloud.visible_messages(Priority.NORMAL) == 0  # nothing claimed at create
-    assert sum(len(report.claimed) for report in cloud.poll()) == 1  # the poller claims it
-    clock.move_to(clock.now() + timedelta(seconds=30))
-    cloud.deliver()
-    assert [request.headers["x-scheduler-job-id"] for request in receiver.requests] == [made.body["job_id"]]
+    assert sum(len(report.claimed) for report in cloud.poll()) >= 1  # the poller claims it
     assert create(cloud, soon, "claim-fails").body["job_id"] == made.body["job_id"]
+
+
+def test_a_one_off_whose_send_fails_after_its_claimed_write_is_sent_by_the_poller(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-off due soon is written with its firing claimed, in one write; if its message
+    cannot be sent then (SQS failing), the create still answers 201 and the run's timer has
+    the poller send it."""
+    soon = job_body(receiver, clock) | {"schedule": {"at": (clock.now() + timedelta(seconds=30)).isoformat()}}
+    monkeypatch.setattr(Dispatcher, "enqueue", lambda _self, runs: list(runs))  # none sent
+    made = create(cloud, soon, "send-fails")
+    assert made.status == 201, made.body
+    monkeypatch.undo()
+    assert made.body["next_fire_at"] is None  # claimed with the job
+    assert cloud.visible_messages(Priority.NORMAL) == 0
+    assert sum(len(report.claimed) for report in cloud.poll()) == 0  # nothing left to claim
+    for _ in range(4):  # until its re-send timer is up
+        clock.move_to(clock.now() + timedelta(seconds=30))
+        cloud.poll()
+        cloud.deliver()
+    assert [request.headers["x-scheduler-job-id"] for request in receiver.requests] == [made.body["job_id"]]
 
 
 def throttle_idempotency_table(cloud: SchedulerHarness, operation: str) -> Any:

@@ -36,6 +36,14 @@ class _FakeRecords(FakeTable):
             self._jobs[job.job_id] = job
             return True
 
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+        with self._lock:
+            if not self.put_job_if_absent(job):
+                return None
+            claimed = self.claim_if_unchanged(job, run, None, now)
+            assert claimed is not None, "a job just put is as read"
+            return claimed
+
     def get_job(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)

@@ -91,6 +91,11 @@ class JobRecords(Protocol):
 
     def put_job_if_absent(self, job: Job) -> bool: ...
 
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+        """A new job written with its only firing (`run`) claimed, as a put and the claim of
+        that firing would leave it; the run as claimed, or None if the job exists already."""
+        ...
+
     def get_job(self, job_id: str) -> Job | None: ...
 
     def update_job_if_unchanged(

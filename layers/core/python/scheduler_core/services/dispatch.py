@@ -28,7 +28,7 @@ from scheduler_core.domain.job_firings import following_firing, scheduled_run
 from scheduler_core.domain.messages import BATCH_SIZE, Outbox
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
-from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
 from scheduler_core.services.contention import through_contention
@@ -136,14 +136,8 @@ class Dispatcher:
         ):
             fire_at = missed.popleft() if missed else job.next_fire_at
             following = following_firing(job, fire_at)
-            starts_at = jittered(job.fires_by, job.job_id, fire_at, following)
-            # The run's timer: if it has not started by then, its message is sent again (or,
-            # jittered beyond what SQS can delay, first sent then).
-            due_at, _ = self._lifecycle.send_plan(starts_at, now)
             catch_up = queues_when_caught_up(job) and misfire.is_misfire(fire_at, now)
-            run = scheduled_run(job, fire_at, starts_at).model_copy(
-                update={"due_at": due_at, "caught_up": catch_up}
-            )
+            run = self._firing_run(job, fire_at, following, now, catch_up)
             try:
                 claimed = self._claim_retrying_contention(job, run, following, now, catch_up)
             except StoreContention:
@@ -156,6 +150,28 @@ class Dispatcher:
                 update={"version": job.version + 1, "next_fire_at": following, "catch_up_queue_ms": queue}
             )
         return ClaimResult(runs, job)
+
+    def _firing_run(
+        self, job: Job, fire_at: datetime, following: datetime | None, now: datetime, catch_up: bool
+    ) -> Run:
+        """The run a claim of the firing `fire_at` makes (`following`: the job's next)."""
+        starts_at = jittered(job.fires_by, job.job_id, fire_at, following)
+        # The run's timer: if it has not started by then, its message is sent again (or,
+        # jittered beyond what SQS can delay, first sent then).
+        due_at, _ = self._lifecycle.send_plan(starts_at, now)
+        run = scheduled_run(job, fire_at, starts_at)
+        return run.model_copy(update={"due_at": due_at, "caught_up": catch_up})
+
+    def claimed_at_create(self, job: Job, now: datetime) -> Run | None:
+        """The run a new job is written with, claimed (`put_job_claimed_if_absent`: one
+        write, not a put and a claim): a one-off's only firing, due within the horizon and
+        not missed. None for any other job: it is put as it is, then `claim_and_enqueue`."""
+        fire_at = job.next_fire_at
+        if job.kind is not JobKind.JOB or job.status is not JobStatus.SCHEDULED or fire_at is None:
+            return None
+        if not now <= fire_at <= self.horizon(now) or following_firing(job, fire_at) is not None:
+            return None
+        return self._firing_run(job, fire_at, None, now, catch_up=False)
 
     def _missed_to_run(self, job: Job, now: datetime) -> list[datetime]:
         """The firings from the job's next one (past) to now that run, each its own run,

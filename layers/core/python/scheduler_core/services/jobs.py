@@ -150,10 +150,25 @@ class JobService:
             version=1,
         )
         job = job.model_copy(update=self._admit_request(request, job))
-        if not put_counted(self._quotas, job, lambda: self._store.put_job_if_absent(job)):
+        # A one-off due soon is written with its firing claimed: one write, no claim after.
+        claiming = self._dispatcher.claimed_at_create(job, now)
+        claimed: list[Run] = []
+
+        def put() -> bool:
+            if claiming is None:
+                return self._store.put_job_if_absent(job)
+            run = self._store.put_job_claimed_if_absent(job, claiming, now)
+            if run is not None:
+                claimed.append(run)
+            return run is not None
+
+        if not put_counted(self._quotas, job, put):
             if job_id is None:
                 raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
             return self.get(tenant, job.job_id)
+        if claimed:
+            self._dispatcher.enqueue(claimed)  # not sent: its timer has the poller send it
+            return job.model_copy(update={"version": job.version + 1, "next_fire_at": None})
         try:
             return self._dispatcher.claim_and_enqueue(job, now).job
         except Exception:

@@ -30,6 +30,7 @@ from scheduler_core.ports import DueItems, StoreContention
 # leave the job's index entry at the firing (see `_claim_with_job`): a re-send timer (60 s)
 # does; a first attempt jittered further away than SQS can delay does not.
 ENTRY_LEFT_AT_FIRING = timedelta(minutes=5)
+JOB_ABSENT = "attribute_not_exists(pk)"
 
 
 class DueIndexTable(TransactionalWrites):
@@ -150,12 +151,8 @@ class DueIndexTable(TransactionalWrites):
             scheduled="SCHEDULED",
         ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
         sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
-        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
-        if run.due_at is not None and run.due_at - job.next_fire_at > ENTRY_LEFT_AT_FIRING:
-            # A timer far from the firing (jitter): the entry moves to it, not to hold the
-            # firing's bucket (and the shard's watermark) that long. (A claim after its firing
-            # leaves the entry too, in a bucket the poll then keeps: see `dispatch`.)
-            entry = to_item(self._codec.due_attributes(job.job_id, run.due_at))
+        entry = self._entry_of_kept_run(job, run)
+        if entry:
             sets += ", due_pk = :entry_pk, due_sk = :entry_sk"
             values |= {":entry_pk": entry["due_pk"], ":entry_sk": entry["due_sk"]}
         update = f"SET version = version + :one, updated_at_ms = :now, {sets} REMOVE next_fire_at_ms"
@@ -176,6 +173,34 @@ class DueIndexTable(TransactionalWrites):
                 return False if with_job_name("status") in item else None
             if is_contention(error):
                 raise StoreContention(str(error)) from error
+            raise
+        return kept
+
+    def _entry_of_kept_run(self, job: Job, run: Run) -> dict[str, Any]:
+        """Where the claim of a job's last firing moves the job's index entry: nowhere (empty;
+        it stays at the firing), or, for a timer far from the firing (jitter), to the timer,
+        not to hold the firing's bucket (and the shard's watermark) that long. (A claim after
+        its firing leaves the entry too, in a bucket the poll then keeps: see `dispatch`.)"""
+        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
+        if run.due_at is None or run.due_at - job.next_fire_at <= ENTRY_LEFT_AT_FIRING:
+            return {}
+        return to_item(self._codec.due_attributes(job.job_id, run.due_at))
+
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+        """A new job whose only firing is `run`, written claimed: the item a put and then the
+        claim of its last firing (`_claim_with_job`) leave, in one PutItem. Nobody can have
+        read a job before it exists, so the put's own condition fences the claim. The run
+        as claimed; None if a job with its id exists already."""
+        kept = run.model_copy(update={"with_job": True})
+        item = {name: value for name, value in self._codec.job_item(job).items() if name != "next_fire_at_ms"}
+        item |= to_item({"version": job.version + 1, "updated_at_ms": to_ms(now)})
+        item |= self._codec.run_with_job_item(kept, now)
+        item |= self._entry_of_kept_run(job, run)
+        try:
+            self._ddb.put_item(TableName=self._table, Item=item, ConditionExpression=JOB_ABSENT)
+        except ClientError as error:
+            if condition_failed(error):
+                return None
             raise
         return kept
 
