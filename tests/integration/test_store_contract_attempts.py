@@ -9,24 +9,17 @@ from datetime import datetime, timedelta
 
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.overlap import slots_as_read
-from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import MAX_PAST_ATTEMPT_ERROR, MAX_PAST_ATTEMPTS, RunStatus
 from scheduler_core.ports import JobStore
-from tests.support.builders import T0, a_job, a_run
-from tests.support.store_contract import AT, LEASE, MINUTE, started
+from tests.support.store_contract import AT, LEASE, MINUTE, one_off_claimed, started
 
 SECOND = timedelta(seconds=1)
 
 
 def one_off_started(store: JobStore) -> Run:
     """A one-off's run (kept with its job by the DynamoDB adapter), its first attempt started."""
-    job = a_job("once", schedule=ScheduleSpec(at=AT), next_fire_at=AT)
-    assert store.put_job_if_absent(job)
-    run = store.claim_if_unchanged(job, a_run(job, AT, due_at=AT + 30 * SECOND), None, T0)
-    assert run is not None
-    read = store.get_job(job.job_id)
-    assert read is not None
-    running = store.start_run_in_slot(run, slots_as_read(read, run.scheduled_for_ms), AT, AT + LEASE, "w1")
+    job, run = one_off_claimed(store)
+    running = store.start_run_in_slot(run, slots_as_read(job, run.scheduled_for_ms), AT, AT + LEASE, "w1")
     assert running is not None
     return running
 

@@ -14,21 +14,8 @@ from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import JobStore
-from tests.support.builders import T0, a_job, a_run
-from tests.support.store_contract import AT, LEASE, MINUTE, due_jobs, due_runs
-
-TIMER = AT + timedelta(seconds=30)  # the claimed run's re-send timer
-
-
-def one_off_claimed(store: JobStore) -> tuple[Job, Run]:
-    """A one-off job due at `AT`, its only firing claimed (as the poll or the create does)."""
-    job = a_job("once", schedule=ScheduleSpec(at=AT), next_fire_at=AT)
-    assert store.put_job_if_absent(job)
-    run = store.claim_if_unchanged(job, a_run(job, AT, due_at=TIMER), None, T0)
-    assert run is not None
-    read = store.get_job(job.job_id)
-    assert read is not None
-    return read, run
+from tests.support.builders import T0, a_run
+from tests.support.store_contract import AT, LEASE, MINUTE, TIMER, due_jobs, due_runs, one_off_claimed
 
 
 def started(store: JobStore) -> tuple[Job, Run]:
@@ -112,7 +99,9 @@ def test_a_reference_that_does_not_say_where_the_run_is_still_finds_it(store: Jo
 def test_a_one_offs_retry_and_expired_lease_are_watched_at_their_timers(store: JobStore) -> None:
     job, running = started(store)
     retry_at = AT + timedelta(minutes=20)
-    retried = store.retry_run_if_held(running, "w1", running.ended_attempt(AT, "boom", 500), retry_at, retry_at)
+    retried = store.retry_run_if_held(
+        running, "w1", running.ended_attempt(AT, "boom", 500), retry_at, retry_at
+    )
     assert retried is not None
     assert (retried.status, retried.attempt, retried.due_at) == (RunStatus.RETRYING, 2, retry_at)
     assert due_runs(store, job, retry_at, runs_until=retry_at) == ([to_ms(AT)], 0)

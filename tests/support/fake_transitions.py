@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_core.domain import run_state
-from scheduler_core.domain.entities import Attempt, Run
+from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus, Trigger
 from scheduler_core.domain.workflows import Phase, WorkflowState
@@ -258,6 +258,29 @@ class FakeRunningSlots(FakeTable):
                 }
             )
             return self._started(stored, now, lease_until, owner, timer, slot=True)
+
+    def start_kept_run_if_job_idle(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        with self._lock:
+            stored = self._waiting(run, run_state.sources_of(RunStatus.RUNNING))
+            job = self._jobs.get(run.job_id)
+            if (
+                stored is None
+                or stored.delivered_at is not None
+                or stored.caught_up
+                or stored.due_at is None
+                or not now < stored.due_at <= lease_until
+                or job is None
+                or job.status is not JobStatus.SCHEDULED
+                or job.running_count
+                or job.buffered_run_ms is not None
+                or job.catch_up_queue_ms
+            ):
+                return None
+            job = job.model_copy(update={"running_count": 1})
+            self._jobs[run.job_id] = job
+            return job, self._started(stored, now, lease_until, owner, None, slot=True)
 
     def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
         me = run.scheduled_for_ms

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.ports import JobStore
 from tests.support.builders import T0, a_job, a_run
 
@@ -16,6 +17,7 @@ SHARDS = 4
 MINUTE = timedelta(minutes=1)
 LEASE = timedelta(minutes=9)
 AT = T0 + MINUTE  # the firing the cases claim
+TIMER = AT + timedelta(seconds=30)  # a claimed one-off's re-send timer
 
 
 def due_jobs(store: JobStore, job: Job, when: datetime, until: datetime | None = None) -> list[str]:
@@ -51,3 +53,15 @@ def started(store: JobStore, owner: str = "w1") -> tuple[Job, Run]:
     running = store.start_run_if_waiting(run, AT, AT + LEASE, owner)
     assert running is not None
     return job, running
+
+
+def one_off_claimed(store: JobStore) -> tuple[Job, Run]:
+    """A one-off job due at `AT`, its only firing claimed (as the poll or the create does;
+    the DynamoDB adapter keeps its run on the job's item). The job as claimed, and the run."""
+    job = a_job("once", schedule=ScheduleSpec(at=AT), next_fire_at=AT)
+    assert store.put_job_if_absent(job)
+    run = store.claim_if_unchanged(job, a_run(job, AT, due_at=TIMER), None, T0)
+    assert run is not None
+    read = store.get_job(job.job_id)
+    assert read is not None
+    return read, run

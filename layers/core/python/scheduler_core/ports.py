@@ -230,6 +230,15 @@ class RunningSlots(Protocol):
         timer: datetime | None = None,
     ) -> Run | None: ...
 
+    def start_kept_run_if_job_idle(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        """Start a run kept on its job's item without reading it first, in a running slot,
+        if it waits at this attempt (nothing recorded on it, its re-send timer within the
+        lease) and its job is SCHEDULED with nothing running or waiting for a slot (then
+        every concurrency policy starts it). The job and the run as written; None if not."""
+        ...
+
     def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool: ...
 
     def skip_run_if_waiting(

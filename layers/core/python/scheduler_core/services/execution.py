@@ -31,7 +31,7 @@ from scheduler_core.domain.outcomes import (
     goes_on_while_paused,
     waits_for,
 )
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy, RunStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import (
     Delivery,
@@ -94,6 +94,9 @@ class RunExecutor:
 
     def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
+        unread = self._start_unread(message) if message.with_job else None
+        if unread is not None:
+            return self._attempt(*unread, message, lease, context)
         read_job, waiting = self._store.get_job_and_run(message.job_id, message.scheduled_for_ms)
         job = self._job_going_on(message, context, read_job, waiting)
         if isinstance(job, Outcome):
@@ -122,6 +125,41 @@ class RunExecutor:
                 return current
         else:
             current = fenced
+        return self._attempt(current, run, owner, message, lease, context)
+
+    def _start_unread(self, message: RunMessage) -> tuple[Job, Run, str] | None:
+        """A run kept on its job's item (a one-off's) starts without being read first when
+        its job is idle: one write where a read and a write would be
+        (`start_kept_run_if_job_idle`: what it checks is what the read would have decided
+        on). The job and the run as started, and the attempt's owner; None when the run or
+        its job is not so (or the message is early): read and decide as usual."""
+        due = from_ms(message.due_ms)
+        if due - self._clock.now() > self._max_early:
+            return None
+        self._clock.sleep_until(due)  # as below: the start fences the job at the run's time
+        owner = uuid.uuid4().hex
+        now = self._clock.now()
+        started = self._store.start_kept_run_if_job_idle(message, now, now + self._lease, owner)
+        if started is None:
+            return None
+        job, run = started
+        if job.misfire is MisfirePolicy.CATCH_UP:
+            # As after any start in a slot of such a job (`admission`): a release that woke
+            # this run while a slot is still free is made up for.
+            self._lifecycle.wake_first_caught_up(job.job_id)
+        return job, run, owner
+
+    def _attempt(
+        self,
+        current: Job | None,
+        run: Run,
+        owner: str,
+        message: RunMessage,
+        lease: MessageLease | None,
+        context: dict[str, object],
+    ) -> Outcome:
+        """The started attempt: call the target with the job as it is now (`current`), and
+        record the end."""
         if current is None or current.status is JobStatus.CANCELLED:
             if self._store.finish_run_if_held(run, owner, RunStatus.CANCELLED, self._clock.now()):
                 self._task_ended(current, run, RunStatus.CANCELLED)

@@ -7,17 +7,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_values
+from botocore.exceptions import ClientError
+
+from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_values, with_job_name
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     LEASE_AND_TIMER,
     status_in_values,
     status_one_of_values,
 )
-from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
+from scheduler_core.adapters.dynamodb.table import condition_failed, is_contention
+from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites, merged_update
 from scheduler_core.domain import run_state
 from scheduler_core.domain.clock import to_ms
-from scheduler_core.domain.entities import Run
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, RunStatus
 from scheduler_core.ports import RunRef
@@ -82,6 +85,63 @@ class SlotsTable(TransactionalWrites):
             return None
         started = {"status": RunStatus.RUNNING, "started_at": now, "lease_until": lease_until}
         return run.model_copy(update=started | {"holds_slot": True, "due_at": timer or run.due_at})
+
+    def start_kept_run_if_job_idle(
+        self, run: RunRef, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        """Start a run kept on its job's item (`Run.with_job`) without reading it first: one
+        UpdateItem of the job's item, taking a running slot, on the condition that the run
+        waits at this attempt with nothing recorded on it (no late success, not a caught-up
+        firing) and its re-send timer falls within the lease (so that it stays where it is),
+        and that its job is SCHEDULED with no slot taken, no run buffered and no catch-up
+        queue: then every concurrency policy starts it (`overlap.admit`; an ALLOW job's run
+        holds the slot too, which is released as for any other). The job and the run as
+        written; None when any of that is not so (read, and decide as usual)."""
+        assert run.with_job, "only a run kept on its job's item"
+        condition, values = status_in_values(RunStatus.RUNNING)
+        timer = with_job_name("due_sk")
+        request = self._run_update(
+            run.job_id,
+            run.scheduled_for_ms,
+            {
+                "status": str(RunStatus.RUNNING),
+                "started_at_ms": to_ms(now),
+                "lease_until_ms": to_ms(lease_until),
+                "lease_owner": owner,
+                "slot": True,
+            },
+            f"{condition} AND attempt = :attempt AND attribute_not_exists(delivered_at_ms)"
+            " AND attribute_not_exists(caught_up)",
+            values | {"attempt": run.attempt},
+            with_job=True,
+            elsewhere=False,
+        )
+        job_write = self._job_write(
+            run.job_id,
+            ["running_count = if_not_exists(running_count, :zero) + :one"],
+            [],
+            [
+                "#status = :scheduled",
+                "(attribute_not_exists(running_count) OR running_count = :zero)",
+                "attribute_not_exists(buffered_run_ms)",
+                f"(attribute_not_exists({CATCH_UP_QUEUE}) OR size({CATCH_UP_QUEUE}) = :zero)",
+                f"{timer} > :now",
+                f"{timer} <= :lease_end",
+            ],
+            {"zero": 0, "one": 1, "scheduled": "SCHEDULED"}
+            | {"now": to_ms(now), "lease_end": to_ms(lease_until)},
+        )
+        merged = merged_update(request, job_write["Update"])
+        try:
+            reply = self._ddb.update_item(**merged, ReturnValues="ALL_NEW")
+        except ClientError as error:
+            if condition_failed(error) or is_contention(error):
+                return None
+            raise
+        item = reply["Attributes"]
+        started = self._codec.run_with_job_from_item(item)
+        assert started is not None, "the update was conditioned on the run being there"
+        return self._codec.job_from_item(item), started
 
     def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
         """Make the waiting run the job's buffered run (BUFFER_ONE): the one that starts when a

@@ -80,7 +80,7 @@ class TransactionalWrites(TableAdapter):
         only then); a run that has left the job's item meanwhile is written on its own."""
         request = dict(run_request)
         on_its_own = request.pop(ON_ITS_OWN, None)
-        merged = _merged(request, job_write["Update"])
+        merged = merged_update(request, job_write["Update"])
         for pause in (*_CONTENTION_PAUSES, None):
             try:
                 self._ddb.update_item(**merged, ReturnValuesOnConditionCheckFailure="ALL_OLD")
@@ -290,7 +290,7 @@ class TransactionalWrites(TableAdapter):
         return False if reasons[0] == "ConditionalCheckFailed" else None
 
 
-def _merged(run_request: Mapping[str, Any], job_update: Mapping[str, Any]) -> dict[str, Any]:
+def merged_update(run_request: Mapping[str, Any], job_update: Mapping[str, Any]) -> dict[str, Any]:
     """One UpdateItem of a job's item doing a run's update (kept on it) and the job's own: the
     run's placeholders renamed apart, SET and REMOVE clauses joined, conditions ANDed."""
 
