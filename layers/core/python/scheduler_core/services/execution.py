@@ -11,7 +11,9 @@ message is dropped with no write. SQS delays in whole seconds and hands messages
 little early, so the worker waits out the rest before the start: the start's conditional
 write then fences the job as it is at the run's time, and a job paused, cancelled or
 changed meanwhile is read again. An ALLOW start writes only the run, so its worker reads the
-job once more before the call.
+job once more before the call. A one-off's run kept on its job's item is started without the
+read when its job is idle (`_start_unread`): its start is a write of that same item, which
+can check everything the read would have decided on and return the job as it is then.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_in_values,
     status_one_of_values,
 )
-from scheduler_core.adapters.dynamodb.table import Appended
+from scheduler_core.adapters.dynamodb.table import Appended, started_sets
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
@@ -112,10 +112,7 @@ class RunsTable(TransactionalWrites):
             run.job_id,
             run.scheduled_for_ms,
             {
-                "status": str(RunStatus.RUNNING),
-                "started_at_ms": to_ms(now),
-                "lease_until_ms": to_ms(lease_until),
-                "lease_owner": owner,
+                **started_sets(now, lease_until, owner),
                 **(self._codec.due_attributes(run.job_id, timer) if timer else {}),
             },
             f"{condition} AND attempt = :attempt",

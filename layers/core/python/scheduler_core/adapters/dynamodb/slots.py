@@ -16,7 +16,7 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_in_values,
     status_one_of_values,
 )
-from scheduler_core.adapters.dynamodb.table import condition_failed, is_contention
+from scheduler_core.adapters.dynamodb.table import condition_failed, is_contention, started_sets
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites, merged_update
 from scheduler_core.domain import run_state
 from scheduler_core.domain.clock import to_ms
@@ -49,10 +49,7 @@ class SlotsTable(TransactionalWrites):
             run.job_id,
             me,
             {
-                "status": str(RunStatus.RUNNING),
-                "started_at_ms": to_ms(now),
-                "lease_until_ms": to_ms(lease_until),
-                "lease_owner": owner,
+                **started_sets(now, lease_until, owner),
                 "slot": True,
                 **(self._codec.due_attributes(run.job_id, timer) if timer else {}),
             },
@@ -104,10 +101,7 @@ class SlotsTable(TransactionalWrites):
             run.job_id,
             run.scheduled_for_ms,
             {
-                "status": str(RunStatus.RUNNING),
-                "started_at_ms": to_ms(now),
-                "lease_until_ms": to_ms(lease_until),
-                "lease_owner": owner,
+                **started_sets(now, lease_until, owner),
                 "slot": True,
             },
             f"{condition} AND attempt = :attempt AND attribute_not_exists(delivered_at_ms)"

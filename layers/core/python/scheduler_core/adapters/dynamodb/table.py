@@ -26,6 +26,7 @@ from scheduler_core.adapters.dynamodb.expressions import RUN_EXISTS, status_one_
 from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef, StoreContention
 
 if TYPE_CHECKING:
@@ -51,6 +52,17 @@ ON_ITS_OWN = "_on_its_own"
 WITH_ITS_JOB = "_with_its_job"
 # A bare attribute name in a run's condition (not a placeholder, value or function).
 _ATTRIBUTE = re.compile(r"(?<![\w:#.])([a-z][a-z0-9_]*)\b(?!\s*\()")
+
+
+def started_sets(now: datetime, lease_until: datetime, owner: str) -> dict[str, Any]:
+    """What a run's start sets (`_run_update` sets): RUNNING, since `now`, leased to `owner`
+    until `lease_until`."""
+    return {
+        "status": str(RunStatus.RUNNING),
+        "started_at_ms": to_ms(now),
+        "lease_until_ms": to_ms(lease_until),
+        "lease_owner": owner,
+    }
 
 
 class Appended(list[Any]):
