@@ -130,3 +130,33 @@ def test_the_first_attempts_long_error_is_cut_where_it_is_kept(store: JobStore) 
     assert read.attempts[0].error == long_error[:MAX_PAST_ATTEMPT_ERROR]
     assert read.error is not None
     assert len(read.error) > MAX_PAST_ATTEMPT_ERROR  # the run's own `error` keeps more
+
+
+def test_a_retried_attempt_that_got_no_answer_leaves_no_earlier_code(store: JobStore) -> None:
+    _, run = started(store)
+    at2, at3 = AT + MINUTE, AT + 2 * MINUTE
+    assert store.retry_run_if_held(run, "w1", run.ended_attempt(AT + SECOND, "HTTP 503", 503), at2, at2)
+    second = start(store, run, at2, "w2")
+    retried = store.retry_run_if_held(second, "w2", second.ended_attempt(at2 + SECOND, "timed out"), at3, at3)
+    assert retried is not None
+    assert retried.response_code is None
+    read = read_back(store, run)
+    assert [a.response_code for a in read.attempts] == [503, None]
+    assert read.response_code is None  # the latest attempt's: none, not attempt 1's 503
+
+
+def test_the_round_after_a_re_drive_adds_its_attempts_to_the_forty_kept(store: JobStore) -> None:
+    _, run = started(store)
+    when = AT + MINUTE
+    assert store.retry_run_if_held(run, "w1", run.ended_attempt(AT, "first", 500), when, when)
+    for n in range(2, MAX_PAST_ATTEMPTS + 4):
+        running = start(store, run, when, f"w{n}")
+        assert store.finish_run_if_held(running, f"w{n}", RunStatus.FAILED, when, f"failure {n}")
+        assert store.redrive_run_if_failed(read_back(store, run), when, when) is not None
+        when += SECOND
+    assert len(read_back(store, run).past_attempts) == MAX_PAST_ATTEMPTS
+    running = start(store, run, when, "again")
+    assert store.retry_run_if_held(running, "again", running.ended_attempt(when, "again", 500), when, when)
+    kept = read_back(store, run).past_attempts
+    assert len(kept) == MAX_PAST_ATTEMPTS + 1  # a retry only adds; the next re-drive trims
+    assert kept[-1].error == "again"

@@ -140,10 +140,12 @@ class FakeTable:
             "error": kept_error(ended.error),
             "lease_until": None,
             "holds_slot": False,
-            "past_attempts": stored.past_attempts_with(ended),
+            # Appended: only a re-drive trims the list (`Run.past_attempts_with`).
+            "past_attempts": [*stored.past_attempts, ended.as_kept()],
+            "response_code": response_code,  # none if the attempt got no answer
         }
         if not keep:
-            changes |= {"response_code": response_code, "lateness_ms": lateness_ms}
+            changes["lateness_ms"] = lateness_ms
         retried = stored.model_copy(
             update={k: v for k, v in changes.items() if v is not None or k in CLEARED}
         )
@@ -155,7 +157,7 @@ class FakeTable:
 # Attributes a retry clears rather than leaves as they were when its value is None.
 
 
-CLEARED = frozenset({"lease_until", "holds_slot"})
+CLEARED = frozenset({"lease_until", "holds_slot", "response_code"})
 
 
 def run_ended(run: Run, changes: dict[str, Any]) -> Run:

@@ -322,7 +322,7 @@ class RunView(ResponseBody):
     error: str | None
     response_code: int | None
     attempts: list[AttemptView] = Field(
-        description="Every attempt made, oldest first (a re-driven run keeps its latest 40)."
+        description="Every attempt made, oldest first (a re-drive keeps the latest 40 before it)."
     )
 
 

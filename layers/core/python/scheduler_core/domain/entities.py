@@ -204,8 +204,9 @@ class Run(BaseModel):
         )
 
     def past_attempts_with(self, ended: Attempt) -> list[Attempt]:
-        """The earlier attempts once `ended` joins them: the latest MAX_PAST_ATTEMPTS (a run
-        re-driven again and again forgets its oldest)."""
+        """The earlier attempts once `ended` joins them at a re-drive: the latest
+        MAX_PAST_ATTEMPTS (a run re-driven again and again forgets its oldest). A retry
+        within a round only adds its attempt: a round has at most 20."""
         return [*self.past_attempts, ended.as_kept()][-MAX_PAST_ATTEMPTS:]
 
     @property

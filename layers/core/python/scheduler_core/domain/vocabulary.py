@@ -116,8 +116,9 @@ MAX_CATCH_UP_WINDOW_SECONDS = 7 * 86_400
 # The longest `error` a run keeps (characters); a longer one is cut.
 MAX_RUN_ERROR = 2000
 # The longest error a run keeps of each earlier attempt (`Run.past_attempts`), and how many
-# earlier attempts it keeps (a re-drive drops the oldest beyond that): a run's item stays
-# small whatever its errors and however often it is re-driven.
+# earlier attempts a re-drive keeps (the oldest beyond that are dropped; the round after it
+# adds at most `max_attempts` more): a run's item stays small whatever its errors and however
+# often it is re-driven.
 MAX_PAST_ATTEMPT_ERROR = 500
 MAX_PAST_ATTEMPTS = 40
 

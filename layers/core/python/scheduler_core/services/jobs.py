@@ -167,7 +167,12 @@ class JobService:
                 raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
             return self.get(tenant, job.job_id)
         if claimed:
-            self._dispatcher.enqueue(claimed)  # not sent: its timer has the poller send it
+            try:
+                self._dispatcher.enqueue(claimed)  # one not sent: its timer has the poller send it
+            except Exception:
+                logger.exception(
+                    "send at create failed; the poller sends the run", extra={"job_id": job.job_id}
+                )
             return job.model_copy(update={"version": job.version + 1, "next_fire_at": None})
         try:
             return self._dispatcher.claim_and_enqueue(job, now).job

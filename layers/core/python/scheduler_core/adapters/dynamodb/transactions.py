@@ -237,7 +237,8 @@ class TransactionalWrites(TableAdapter):
         """A running attempt → RETRYING (`sets`, if `condition`), giving its running slot back
         in the same transaction when it holds one. The run as written (`changes`: its new
         values, None ones left as they were), or None when the condition failed."""
-        remove = ("lease_until_ms", "lease_owner", "slot")
+        # The ended attempt's code, or none if it got no answer (not an earlier attempt's).
+        remove = ("lease_until_ms", "lease_owner", "slot", "response_code")
         if not holds_slot(run):
             return self._update_run(
                 run.job_id,
@@ -261,6 +262,7 @@ class TransactionalWrites(TableAdapter):
         if not self._end_run(request, run.job_id, run.scheduled_for, release=True):
             return None
         updates = {name: value for name, value in changes.items() if value is not None}
+        updates["response_code"] = changes.get("response_code")
         return run.model_copy(
             update=updates
             | {
