@@ -134,17 +134,21 @@ def test_what_acts_needs_the_consoles_header_and_origin(api: LoopbackApi) -> Non
     assert len(api.requests) == 1
 
 
-# --- forwarding /v1 --------------------------------------------------------------------------
-
-
-def test_v1_is_forwarded_signed_with_the_users_credentials(
-    api: LoopbackApi, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def users_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's AWS credentials in the environment, as `scheduler console` finds them."""
     for name, value in CREDENTIALS.items():
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
+
+
+# --- forwarding /v1 --------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("users_credentials")
+def test_v1_is_forwarded_signed_with_the_users_credentials(api: LoopbackApi) -> None:
     api.answer("PATCH", f"/prod/v1/jobs/{JOB_ID}", 200, job_body(version=4))
     client = ApiClient(resolve_target(api_url=f"{api.url}/prod", region="eu-west-1"))
     server = console(client)
@@ -285,14 +289,8 @@ def test_scheduler_console_serves_the_page_on_loopback(served: str) -> None:
 # --- `scheduler console` ---------------------------------------------------------------------
 
 
-def test_a_deployed_console_signs_and_offers_cloudwatch_but_the_dlq_needs_a_stack(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name, value in CREDENTIALS.items():
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
+@pytest.mark.usefixtures("users_credentials")
+def test_a_deployed_console_signs_and_offers_cloudwatch_but_the_dlq_needs_a_stack() -> None:
     state = CliState(api_url="https://abc123.execute-api.eu-west-1.amazonaws.com/prod")
 
     config = body_of(console_for(state).handle("GET", "/console/api/config", PAGE, b""))

@@ -220,3 +220,27 @@ export function actionsIn(messages, ctx) {
     await ctx.refreshNow();
   };
 }
+
+// A list's filters: one value of `values` (or any), and a name prefix.
+export function selectFilter(name, label, values, current) {
+  return el(
+    "label",
+    { class: "filter" },
+    label,
+    el(
+      "select",
+      { name },
+      el("option", { value: "" }, "any"),
+      values.map((v) => el("option", { value: v, selected: v === current }, v)),
+    ),
+  );
+}
+
+export function prefixFilter(value, placeholder) {
+  return el(
+    "label",
+    { class: "filter" },
+    "Name starts with",
+    el("input", { name: "name_prefix", type: "search", value, placeholder }),
+  );
+}

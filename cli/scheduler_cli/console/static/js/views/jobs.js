@@ -3,25 +3,24 @@
 // filters the jobs loaded here (the page says how many that is).
 
 import { api } from "../api.js";
-import { badge, describeSchedule, describeTarget, el, emptyRow, link, replace, seg, table, when } from "../dom.js";
+import {
+  badge,
+  describeSchedule,
+  describeTarget,
+  el,
+  emptyRow,
+  link,
+  prefixFilter,
+  replace,
+  seg,
+  selectFilter,
+  table,
+  when,
+} from "../dom.js";
 
 const STATUSES = ["SCHEDULED", "PAUSED", "COMPLETED", "CANCELLED"];
 const PRIORITIES = ["HIGH", "NORMAL", "LOW"];
 const PAGE = 50;
-
-export function select(name, label, values, current) {
-  return el(
-    "label",
-    { class: "filter" },
-    label,
-    el(
-      "select",
-      { name },
-      el("option", { value: "" }, "any"),
-      values.map((v) => el("option", { value: v, selected: v === current }, v)),
-    ),
-  );
-}
 
 export async function render(root, ctx) {
   const filters = {
@@ -36,14 +35,9 @@ export async function render(root, ctx) {
   const form = el(
     "form",
     { class: "filters", onsubmit: (e) => e.preventDefault() },
-    select("status", "Status", STATUSES, filters.status),
-    el(
-      "label",
-      { class: "filter" },
-      "Name starts with",
-      el("input", { name: "name_prefix", type: "search", value: filters.name_prefix, placeholder: "billing-" }),
-    ),
-    select("priority", "Priority", PRIORITIES, filters.priority),
+    selectFilter("status", "Status", STATUSES, filters.status),
+    prefixFilter(filters.name_prefix, "billing-"),
+    selectFilter("priority", "Priority", PRIORITIES, filters.priority),
   );
 
   replace(

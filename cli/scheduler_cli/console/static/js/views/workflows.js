@@ -1,8 +1,19 @@
 // Workflows: your DAGs of tasks, newest first, with their status, schedule and next firing.
 
 import { api } from "../api.js";
-import { badge, describeSchedule, el, emptyRow, link, replace, seg, table, when } from "../dom.js";
-import { select } from "./jobs.js";
+import {
+  badge,
+  describeSchedule,
+  el,
+  emptyRow,
+  link,
+  prefixFilter,
+  replace,
+  seg,
+  selectFilter,
+  table,
+  when,
+} from "../dom.js";
 
 const STATUSES = ["SCHEDULED", "PAUSED", "COMPLETED", "CANCELLED"];
 
@@ -12,13 +23,8 @@ export async function render(root, ctx) {
   const form = el(
     "form",
     { class: "filters", onsubmit: (e) => e.preventDefault() },
-    select("status", "Status", STATUSES, filters.status),
-    el(
-      "label",
-      { class: "filter" },
-      "Name starts with",
-      el("input", { name: "name_prefix", type: "search", value: filters.name_prefix, placeholder: "etl-" }),
-    ),
+    selectFilter("status", "Status", STATUSES, filters.status),
+    prefixFilter(filters.name_prefix, "etl-"),
   );
   replace(
     root,
