@@ -213,14 +213,12 @@ class Run(BaseModel):
     def attempts(self) -> list[Attempt]:
         """Every attempt the run has made, oldest first: the earlier ones as they ended, and
         the current one once it has started (RUNNING, or as the run ended)."""
-        current = self.started_at is not None and self.status not in (
-            RunStatus.PENDING,
-            RunStatus.RETRYING,
-        )
-        if current and self.past_attempts:
-            ended = self.past_attempts[-1].finished_at
-            current = ended is None or (self.started_at is not None and self.started_at >= ended)
-        if not current:
+        last_ended = self.past_attempts[-1].finished_at if self.past_attempts else None
+        if (
+            self.started_at is None
+            or self.status in (RunStatus.PENDING, RunStatus.RETRYING)
+            or (last_ended is not None and self.started_at < last_ended)  # an earlier attempt's start
+        ):
             return list(self.past_attempts)
         running = self.status is RunStatus.RUNNING
         return [

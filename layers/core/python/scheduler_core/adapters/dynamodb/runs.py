@@ -10,7 +10,6 @@ from datetime import datetime
 from scheduler_core.adapters.dynamodb.codec import (
     RUN_ATTRIBUTES,
     WORKFLOW_RUN_ATTRIBUTES,
-    attempt_entry,
     holds_run_with_job,
     to_item,
     with_job_attributes,
@@ -24,7 +23,7 @@ from scheduler_core.adapters.dynamodb.expressions import (
     status_in_values,
     status_one_of_values,
 )
-from scheduler_core.adapters.dynamodb.table import Appended, started_sets
+from scheduler_core.adapters.dynamodb.table import started_sets
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
@@ -198,20 +197,18 @@ class RunsTable(TransactionalWrites):
     ) -> Run | None:
         """RUNNING → RETRYING as the next attempt, due at `next_attempt_at`, only for the
         attempt `owner` holds (its running slot, if it holds one, is given back: the retry
-        takes one again when it starts). `ended`, the attempt that failed, goes onto the end
-        of the run's earlier attempts (no read needed: a round has at most 20 attempts, and
-        a re-drive trims the list). The poller looks at it again at `due_at`."""
+        takes one again when it starts). `ended`, the attempt that failed, joins the run's
+        earlier attempts. The poller looks at it again at `due_at`."""
         error = ended.error
         return self._move_to_retry(
             run,
+            ended,
             {
                 "status": str(RunStatus.RETRYING),
                 "attempt": run.attempt + 1,
                 "next_attempt_at_ms": to_ms(next_attempt_at),
                 "error": error[:MAX_RUN_ERROR] if error else None,
-                "response_code": ended.response_code,
                 "lateness_ms": lateness_ms,
-                "past_attempts": Appended([attempt_entry(ended.as_kept())]),
                 **self._codec.due_attributes(run.job_id, due_at),
             },
             HELD_BY_OWNER,
@@ -220,8 +217,6 @@ class RunsTable(TransactionalWrites):
                 "next_attempt_at": next_attempt_at,
                 "due_at": due_at,
                 "error": error,
-                "response_code": ended.response_code,
                 "lateness_ms": lateness_ms,
-                "past_attempts": [*getattr(run, "past_attempts", []), ended.as_kept()],
             },
         )

@@ -16,7 +16,6 @@ from scheduler_core.adapters.dynamodb.expressions import (
     holds_slot,
     status_one_of_values,
 )
-from scheduler_core.adapters.dynamodb.table import Appended
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import run_state
 from scheduler_core.domain.clock import to_ms
@@ -65,17 +64,11 @@ class RunTimersTable(TransactionalWrites):
         if status is RunStatus.RETRYING:
             assert next_attempt_at is not None
             assert due_at is not None
-            ended = run.ended_attempt(now, error)
             sets |= {"attempt": run.attempt + 1, "next_attempt_at_ms": to_ms(next_attempt_at)}
-            sets |= {"past_attempts": Appended([attempt_entry(ended.as_kept())])}
             sets |= self._codec.due_attributes(run.job_id, due_at)
-            changes = {
-                "next_attempt_at": next_attempt_at,
-                "due_at": due_at,
-                "error": error,
-                "past_attempts": [*run.past_attempts, ended.as_kept()],
-            }
-            return self._move_to_retry(run, sets, condition, values, changes)
+            changes = {"next_attempt_at": next_attempt_at, "due_at": due_at, "error": error}
+            ended = run.ended_attempt(now, error)  # the lost attempt got no answer
+            return self._move_to_retry(run, ended, sets, condition, values, changes)
         sets |= {"finished_at_ms": to_ms(now), "expires_at": self._codec.expiry(now)}
         release = run.holds_slot
         request = self._run_update(

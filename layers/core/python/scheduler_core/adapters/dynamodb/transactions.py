@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.aws import error_code
-from scheduler_core.adapters.dynamodb.codec import expression_values, with_job_name
+from scheduler_core.adapters.dynamodb.codec import attempt_entry, expression_values, with_job_name
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     HOLDS_SLOT,
@@ -22,13 +22,14 @@ from scheduler_core.adapters.dynamodb.expressions import (
 from scheduler_core.adapters.dynamodb.table import (
     ON_ITS_OWN,
     WITH_ITS_JOB,
+    Appended,
     TableAdapter,
     condition_failed,
     is_contention,
 )
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
-from scheduler_core.domain.entities import Run
+from scheduler_core.domain.entities import Attempt, Run
 from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
 
@@ -229,15 +230,24 @@ class TransactionalWrites(TableAdapter):
     def _move_to_retry(
         self,
         run: RunRef,
+        ended: Attempt,
         sets: Mapping[str, Any],
         condition: str,
         condition_values: Mapping[str, Any],
         changes: Mapping[str, Any],
     ) -> Run | None:
         """A running attempt → RETRYING (`sets`, if `condition`), giving its running slot back
-        in the same transaction when it holds one. The run as written (`changes`: its new
-        values, None ones left as they were), or None when the condition failed."""
-        # The ended attempt's code, or none if it got no answer (not an earlier attempt's).
+        in the same transaction when it holds one. `ended`, the attempt that failed, goes onto
+        the end of the run's earlier attempts (no read needed: a round has at most 20
+        attempts, and a re-drive trims the list); its response code is the run's, none if it
+        got no answer. The run as written (`changes`: its new values, None ones left as they
+        were), or None when the condition failed."""
+        kept = ended.as_kept()
+        sets = {
+            **sets,
+            "response_code": ended.response_code,
+            "past_attempts": Appended([attempt_entry(kept)]),
+        }
         remove = ("lease_until_ms", "lease_owner", "slot", "response_code")
         if not holds_slot(run):
             return self._update_run(
@@ -262,7 +272,6 @@ class TransactionalWrites(TableAdapter):
         if not self._end_run(request, run.job_id, run.scheduled_for, release=True):
             return None
         updates = {name: value for name, value in changes.items() if value is not None}
-        updates["response_code"] = changes.get("response_code")
         return run.model_copy(
             update=updates
             | {
@@ -270,6 +279,8 @@ class TransactionalWrites(TableAdapter):
                 "attempt": run.attempt + 1,
                 "lease_until": None,
                 "holds_slot": False,
+                "response_code": ended.response_code,
+                "past_attempts": [*run.past_attempts, kept],
             }
         )
 
