@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from infra.local.cloud import LocalCloud
+from scheduler_cli.operator import Operator
 from tests.e2e.api_client import ApiClient, arrivals, http_job
 from tests.e2e.polling import API_POLL_INTERVAL_SECONDS, now_ms, seconds_until, wait_for, wait_until
 from tests.support.helpers import iso
@@ -102,15 +103,9 @@ def test_a_burst_of_jobs_all_arrive_exactly_once_and_nothing_is_dead_lettered(
     session = boto3.session.Session(
         aws_access_key_id="e2e", aws_secret_access_key="e2e", region_name="us-east-1"
     )
-    sqs = session.client("sqs", endpoint_url=local_cloud.moto_url)
-    [dlq] = [url for url in sqs.list_queues()["QueueUrls"] if "DeadLetter" in url]
     # The DLQ is the whole e2e suite's (other tests fail runs on purpose): none of it may be
-    # this burst's. Each message is looked at once (hidden a while, not taken off).
-    dead: list[str] = []
-    while batch := sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=30).get(
-        "Messages", []
-    ):
-        dead += [message["Body"] for message in batch]
-    assert [body for body in dead if any(job_id in body for job_id in job_ids)] == []
+    # this burst's. The CLI's peek reads all of it and puts every message back at once.
+    operator = Operator.for_stack(session, local_cloud.options.stack_name, local_cloud.moto_url)
+    assert [letter for letter in operator.dead_letters(1000) if letter["job_id"] in job_ids] == []
     mappings = session.client("lambda", endpoint_url=local_cloud.moto_url).list_event_source_mappings()
     assert {mapping["State"] for mapping in mappings["EventSourceMappings"]} == {"Disabled"}
