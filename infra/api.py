@@ -219,7 +219,9 @@ class Api(Construct):
         v1 = self.rest_api.root.add_resource("v1")
         # Below an item, its actions (pause, resume, trigger, backfill, runs and below): routed
         # in the function (its own 404 for a sub-path it does not know).
-        self._add_collection(v1, "jobs", "job_id")
+        jobs = self._add_collection(v1, "jobs", "job_id")
+        # Beside `{job_id}`: API Gateway matches a literal path part before a variable one.
+        self._add_method(jobs.add_resource("batch"), "POST", {"method.request.header.Idempotency-Key": False})
         self._add_collection(v1, "workflows", "workflow_id")
         signing_secrets = v1.add_resource("signing-secrets")
         for verb in ("GET", "POST"):
@@ -228,9 +230,9 @@ class Api(Construct):
         self._add_method(v1.add_resource("openapi.json"), "GET", {})
         self._add_method(v1.add_resource("docs"), "GET", {})
 
-    def _add_collection(self, v1: apigw.Resource, name: str, id_name: str) -> None:
+    def _add_collection(self, v1: apigw.Resource, name: str, id_name: str) -> apigw.Resource:
         """`/v1/{name}` (list, create), `/v1/{name}/{id}` (read, change, cancel) and
-        everything below an item, for jobs and workflows alike."""
+        everything below an item, for jobs and workflows alike; the collection's resource."""
         collection = v1.add_resource(name)
         item = collection.add_resource("{" + id_name + "}")
         item_id = {f"method.request.path.{id_name}": True}
@@ -242,6 +244,7 @@ class Api(Construct):
         for verb in ("GET", "PATCH", "DELETE"):
             self._add_method(item, verb, item_id)
         self._add_method(item.add_resource("{proxy+}"), "ANY", {**item_id, "method.request.path.proxy": True})
+        return collection
 
     def _add_method(self, resource: apigw.Resource, verb: str, parameters: Mapping[str, bool]) -> None:
         resource.add_method(

@@ -201,9 +201,11 @@ def audit_entry(
             answer = json.loads(answer)
         except ValueError:
             answer = None
-    ids = dict(path_ids)
+    ids: dict[str, Any] = dict(path_ids)
     if isinstance(answer, dict):
         ids |= {name: str(answer[name]) for name in _ANSWER_IDS if name not in ids and answer.get(name)}
+        if isinstance(answer.get("jobs"), list):  # a batch's
+            ids["job_ids"] = [str(job.get("job_id")) for job in answer["jobs"] if isinstance(job, dict)]
     return {
         "tenant": tenant,
         "principal_arn": principal_arn,

@@ -160,6 +160,7 @@ def build_job_service(
         quotas=quotas,
         audit=build_audit_log(settings, clients, clock),
         tenancy=Tenancy(settings.per_session_tenant_roles),
+        runner=Threads(settings.claim_parallelism),
     )
 
 

@@ -354,14 +354,14 @@ class QuotaCounters(Protocol):
     """Per tenant, counters of what it holds (domain/quotas.py)."""
 
     def charge_if_within(
-        self, tenant: str, counter: str, limit: int, expires_at: datetime | None
+        self, tenant: str, counter: str, limit: int, expires_at: datetime | None, count: int = 1
     ) -> int | None:
-        """Add one to the tenant's `counter` unless that takes it over `limit`; the count
-        after, or None (refused)."""
+        """Add `count` to the tenant's `counter` unless that takes it over `limit`; the count
+        after, or None (refused: nothing added)."""
         ...
 
-    def refund(self, tenant: str, counter: str) -> None:
-        """Take one off the tenant's `counter` (never below zero)."""
+    def refund(self, tenant: str, counter: str, count: int = 1) -> None:
+        """Take `count` off the tenant's `counter`, unless that would take it below zero."""
         ...
 
     def mark_quota_released_if_ended(self, job_id: str) -> Job | None:

@@ -39,8 +39,9 @@ class Settings(BaseModel):
     poll_grace_seconds: int = Field(120, alias="POLL_GRACE_SECONDS", ge=0, le=3600)
     # Where a shard with no watermark yet starts reading (first poll after deploy).
     first_poll_lookback_seconds: int = Field(900, alias="FIRST_POLL_LOOKBACK_SECONDS", ge=0)
-    # How many of a bucket's jobs one poll claims at a time (threads; within the AWS client's
-    # connection pool, `max_pool_connections`).
+    # How many of a bucket's jobs one poll claims at a time, and how many of a batch's jobs
+    # the API writes at a time (threads; within the AWS client's connection pool,
+    # `max_pool_connections`).
     claim_parallelism: int = Field(16, alias="CLAIM_PARALLELISM", ge=1, le=32)
     # Upper bound of buckets read by one poll, so a long outage is drained over several polls.
     max_buckets_per_poll: int = Field(240, alias="MAX_BUCKETS_PER_POLL", ge=1)

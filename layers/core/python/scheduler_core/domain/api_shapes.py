@@ -97,6 +97,31 @@ def _leaves_run_key_free(payload: JsonValue, info: ValidationInfo) -> JsonValue:
     return payload
 
 
+# The most jobs one `POST /v1/jobs/batch` makes (its body is also held to the API's request
+# size, 256 KiB by default).
+MAX_BATCH_JOBS = 100
+
+
+class JobBatchCreate(StrictModel):
+    """Body of `POST /v1/jobs/batch`: jobs made in one request, each as `POST /v1/jobs`
+    makes one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "jobs": [
+                        {"name": "renewal-1041", "schedule": {"at": "2026-12-01T00:00:00Z"}, "target": _HOOK},
+                        {"name": "renewal-1042", "schedule": {"at": "2026-12-01T00:00:00Z"}, "target": _HOOK},
+                    ]
+                }
+            ]
+        }
+    )
+
+    jobs: list[JobCreate] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+
+
 class Backfill(StrictModel):
     """Body of `POST /v1/jobs/{job_id}/backfill` (and a workflow's): the window whose firings
     run, both ends included."""
@@ -289,6 +314,10 @@ class JobView(ResponseBody):
 class JobPage(ResponseBody):
     items: list[JobView]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class JobBatchView(ResponseBody):
+    jobs: list[JobView] = Field(description="The jobs made, in the order the request gave them.")
 
 
 class AttemptView(ResponseBody):

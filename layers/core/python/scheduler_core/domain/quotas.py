@@ -13,7 +13,7 @@ workflows) plus `tenant_max_firings_per_minute` (its one-offs due then).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from scheduler_core.domain import wallclock
@@ -36,12 +36,26 @@ class QuotaLimits:
 
 @dataclass(frozen=True)
 class Charge:
-    """One count a job takes: `counter` (per tenant), its `limit` and the limit's name."""
+    """A count jobs take: `counter` (per tenant), its `limit` and the limit's name; `count`
+    of it (one job takes one; a batch's jobs on the same counter take theirs at once)."""
 
     counter: str
     limit_name: str
     limit: int
     expires_at: datetime | None = None
+    count: int = 1
+
+
+def summed(charges: list[Charge]) -> list[Charge]:
+    """The same counts, one charge per counter (in the order each counter first comes): what
+    a batch of jobs takes in one write per counter."""
+    by_counter: dict[str, Charge] = {}
+    for charge in charges:
+        held = by_counter.get(charge.counter)
+        by_counter[charge.counter] = (
+            charge if held is None else replace(held, count=held.count + charge.count)
+        )
+    return list(by_counter.values())
 
 
 class QuotaExceeded(SchedulerError):

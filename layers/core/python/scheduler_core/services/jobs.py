@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from scheduler_core.domain import keys
@@ -20,6 +21,7 @@ from scheduler_core.domain.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
+    SchedulerError,
     field_error,
 )
 from scheduler_core.domain.job_firings import first_firing
@@ -32,11 +34,29 @@ from scheduler_core.services.create_once import created_once
 from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.parallel import InOrder, Runner
 from scheduler_core.services.quotas import TenantQuotas, put_counted
 from scheduler_core.services.secret_headers import SecretHeaders
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflows import WorkflowService
+
+
+def _batch_job_ids(batch_id: str, count: int) -> list[str]:
+    """The ids of a keyed batch's jobs: fixed by the batch's own id (its Idempotency-Key's),
+    so the batch sent again finds the jobs the first one wrote."""
+    return [uuid.uuid5(uuid.UUID(batch_id), str(index)).hex for index in range(count)]
+
+
+@contextlib.contextmanager
+def _fields_of_batch_item(index: int) -> Iterator[None]:
+    """A batch's job refused: its error names the job (`jobs[3].target.url`)."""
+    try:
+        yield
+    except SchedulerError as error:
+        error.message = f"jobs[{index}]: {error.message}"
+        error.details = [{**detail, "field": f"jobs[{index}].{detail['field']}"} for detail in error.details]
+        raise
 
 
 @contextlib.contextmanager
@@ -70,10 +90,12 @@ class JobService:
         quotas: TenantQuotas | None = None,
         audit: AuditLog | None = None,
         tenancy: Tenancy | None = None,
+        runner: Runner | None = None,
     ) -> None:
         """`workflows`: the workflows API (`self.workflows`), when this API serves one;
         `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
-        webhook signing secrets (None: not made)."""
+        webhook signing secrets (None: not made); `runner`: how a batch's writes run side by
+        side (default: one after the other)."""
         self._store = store
         # Who a caller is (the API's tenant of each request).
         self.tenancy = tenancy or Tenancy()
@@ -93,6 +115,7 @@ class JobService:
         self.audit = audit  # where the API writes a line per mutating call (None: nowhere)
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._admit_request, first_firing)
         self.workflows = workflows
+        self._runner: Runner = runner or InOrder()
 
     def _admit_request(self, request: JobCreate, job: Job) -> dict[str, Any]:
         """What a job's fields cannot say alone, for a create and for a patch alike (`job`: as
@@ -122,17 +145,93 @@ class JobService:
             lambda job_id: self.get(tenant, job_id),
         )
 
+    def create_batch(
+        self, tenant: str, requests: list[JobCreate], idempotency_key: str | None = None
+    ) -> list[Job]:
+        """New jobs, in the order asked (docs/api.md, "Create jobs in a batch"); or, for an
+        `idempotency_key` this tenant sent before with the same batch, the jobs it made, as
+        they are now. Every job is checked before any is written: one that is refused
+        refuses the batch, its error naming `jobs[i].<field>`."""
+        if idempotency_key is None or self._creates is None:
+            return self._create_batch(tenant, requests)
+        return created_once(
+            self._creates,
+            tenant,
+            idempotency_key,
+            {"jobs": [request.model_dump(mode="json") for request in requests]},
+            lambda batch_id: self._create_batch(tenant, requests, batch_id),
+            lambda batch_id: [self.get(tenant, job_id) for job_id in _batch_job_ids(batch_id, len(requests))],
+            kind="batch",
+        )
+
     def _create(self, tenant: str, request: JobCreate, job_id: str | None = None) -> Job:
         """A new job (`job_id`: the id an idempotency key gives it; if that job exists, it is
         the one returned). Once the job is written, a failed claim leaves its firings to the
         poller rather than failing the create: the job exists, and a create sent again must
         not make another."""
         now = self._clock.now()
-        job_id = job_id or uuid.uuid4().hex
+        job = self._new_job(tenant, request, job_id, now)
+        claimed: list[list[Run]] = []
+
+        def put() -> bool:
+            written = self._put_new(job, now)
+            if written is not None:
+                claimed.append(written)
+            return written is not None
+
+        if not put_counted(self._quotas, job, put):
+            if job_id is None:
+                raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
+            return self.get(tenant, job.job_id)
+        self._enqueue_claimed(claimed[0])
+        return self._after_put(job, claimed[0], now)
+
+    def _create_batch(self, tenant: str, requests: list[JobCreate], batch_id: str | None = None) -> list[Job]:
+        """`_create` for each request, the writes side by side (`runner`), one quota write
+        per counter and one send for the runs claimed at creation. A write that fails
+        raises once every other job is written and its runs sent: the batch answers 5xx, and
+        sent again with its Idempotency-Key it makes only the jobs still missing."""
+        now = self._clock.now()
+        ids: list[str | None] = list(_batch_job_ids(batch_id, len(requests))) if batch_id else [None] * len(requests)
+        jobs = []
+        for index, (request, job_id) in enumerate(zip(requests, ids, strict=True)):
+            with _fields_of_batch_item(index):
+                jobs.append(self._new_job(tenant, request, job_id, now))
+        outcomes: list[list[Run] | None | Exception] = []
+
+        def put_one(job: Job) -> list[Run] | None | Exception:
+            try:
+                return self._put_new(job, now)
+            except Exception as error:  # the others are written all the same
+                return error
+
+        def put_all(batch: list[Job]) -> list[bool]:
+            outcomes.extend(self._runner.map(put_one, batch))
+            return [isinstance(outcome, list) for outcome in outcomes]
+
+        if self._quotas is None:
+            put_all(jobs)
+        else:
+            self._quotas.making_each(jobs, put_all)
+        self._enqueue_claimed([run for outcome in outcomes if isinstance(outcome, list) for run in outcome])
+        failed = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+        if failed:
+            raise failed[0]
+        made = []
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome is None:  # made by the batch sent before with this key
+                if batch_id is None:
+                    raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
+                made.append(self.get(tenant, job.job_id))
+            else:
+                made.append(self._after_put(job, outcome, now))
+        return made
+
+    def _new_job(self, tenant: str, request: JobCreate, job_id: str | None, now: datetime) -> Job:
+        """The job a create makes, admitted (`_admit_request`), not yet written."""
         schedule = request.schedule
-        first = first_firing(schedule, now, now)
         job = Job(
-            job_id=job_id,
+            job_id=job_id or uuid.uuid4().hex,
             tenant=tenant,
             name=request.name,
             status=JobStatus.SCHEDULED,
@@ -144,35 +243,38 @@ class JobService:
             concurrency=request.concurrency,
             misfire=request.misfire,
             catch_up_window_seconds=request.catch_up_window_seconds,
-            next_fire_at=first,
+            next_fire_at=first_firing(schedule, now, now),
             created_at=now,
             updated_at=now,
             version=1,
         )
-        job = job.model_copy(update=self._admit_request(request, job))
-        # A one-off due soon is written with its firing claimed: one write, no claim after.
+        return job.model_copy(update=self._admit_request(request, job))
+
+    def _put_new(self, job: Job, now: datetime) -> list[Run] | None:
+        """Write a new job: a one-off due soon with its firing claimed, in one write. The runs
+        claimed with it; None if the job exists already."""
         claiming = self._dispatcher.claimed_at_create(job, now)
-        claimed: list[Run] = []
+        if claiming is None:
+            return [] if self._store.put_job_if_absent(job) else None
+        run = self._store.put_job_claimed_if_absent(job, claiming, now)
+        return None if run is None else [run]
 
-        def put() -> bool:
-            if claiming is None:
-                return self._store.put_job_if_absent(job)
-            run = self._store.put_job_claimed_if_absent(job, claiming, now)
-            if run is not None:
-                claimed.append(run)
-            return run is not None
+    def _enqueue_claimed(self, runs: list[Run]) -> None:
+        if not runs:
+            return
+        try:
+            self._dispatcher.enqueue(runs)  # one not sent: its timer has the poller send it
+        except Exception:
+            logger.exception(
+                "send at create failed; the poller sends the runs",
+                extra={"job_ids": [run.job_id for run in runs]},
+            )
 
-        if not put_counted(self._quotas, job, put):
-            if job_id is None:
-                raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
-            return self.get(tenant, job.job_id)
+    def _after_put(self, job: Job, claimed: list[Run], now: datetime) -> Job:
+        """The job as its create answers it, written (with `claimed`, the runs claimed in its
+        write). A job written unclaimed has its firings due soon claimed now; a claim that
+        fails leaves them to the poller."""
         if claimed:
-            try:
-                self._dispatcher.enqueue(claimed)  # one not sent: its timer has the poller send it
-            except Exception:
-                logger.exception(
-                    "send at create failed; the poller sends the run", extra={"job_id": job.job_id}
-                )
             return job.model_copy(update={"version": job.version + 1, "next_fire_at": None})
         try:
             return self._dispatcher.claim_and_enqueue(job, now).job

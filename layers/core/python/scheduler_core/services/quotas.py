@@ -15,7 +15,14 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from scheduler_core.domain.entities import Job
-from scheduler_core.domain.quotas import Charge, QuotaExceeded, QuotaLimits, charges_of, check_interval
+from scheduler_core.domain.quotas import (
+    Charge,
+    QuotaExceeded,
+    QuotaLimits,
+    charges_of,
+    check_interval,
+    summed,
+)
 from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import JobStatus
 from scheduler_core.observability import logger
@@ -37,7 +44,10 @@ class TenantQuotas:
         taken: list[Charge] = []
         for charge in charges:
             if (
-                self._counters.charge_if_within(tenant, charge.counter, charge.limit, charge.expires_at)
+                charge.count > charge.limit
+                or self._counters.charge_if_within(
+                    tenant, charge.counter, charge.limit, charge.expires_at, charge.count
+                )
                 is None
             ):
                 self.refund(tenant, taken)
@@ -47,11 +57,11 @@ class TenantQuotas:
     def refund(self, tenant: str, charges: list[Charge]) -> None:
         for charge in charges:
             try:
-                self._counters.refund(tenant, charge.counter)
+                self._counters.refund(tenant, charge.counter, charge.count)
             except Exception:
                 logger.exception(
-                    "quota count not given back; it stays one too high",
-                    extra={"tenant": tenant, "counter": charge.counter},
+                    "quota count not given back; it stays too high",
+                    extra={"tenant": tenant, "counter": charge.counter, "count": charge.count},
                 )
 
     def making(self, job: Job, put: Callable[[], bool]) -> bool:
@@ -63,6 +73,24 @@ class TenantQuotas:
             written = put()
         if not written:
             self.refund(job.tenant, charges)
+        return written
+
+    def making_each(self, jobs: list[Job], put_all: Callable[[list[Job]], list[bool]]) -> list[bool]:
+        """`put_all(jobs)`: a batch of one tenant's new jobs within their counts, as `making`
+        does for one, with one write per counter for the whole batch (its one-offs due in
+        the same minute take their counts at once). `put_all` says of each job whether it
+        was written; the counts of those that were not (existed, or their write failed) are
+        given back together."""
+        if not jobs:
+            return []
+        charges = [charges_of(job, self.limits) for job in jobs]
+        tenant = jobs[0].tenant
+        taken = summed([charge for each in charges for charge in each])
+        self.charge(tenant, taken)
+        with self._given_back_on_error(tenant, taken):
+            written = put_all(jobs)
+        unwritten = [charge for ok, each in zip(written, charges, strict=True) if not ok for charge in each]
+        self.refund(tenant, summed(unwritten))
         return written
 
     def changing(self, before: Job, after: Job, write: Callable[[], T]) -> T:
@@ -116,13 +144,14 @@ def put_counted(quotas: TenantQuotas | None, job: Job, put: Callable[[], bool]) 
 
 
 def _refusal(charge: Charge) -> str:
+    asked = f" (this batch asks for {charge.count:,} of it)" if charge.count > 1 else ""
     if charge.limit_name == "tenant_max_jobs":
         return (
-            f"a tenant may hold {charge.limit:,} recurring jobs and workflows (SCHEDULED or PAUSED); "
-            "cancel some, or ask the operator to raise CDK context tenant_max_jobs"
+            f"a tenant may hold {charge.limit:,} recurring jobs and workflows (SCHEDULED or PAUSED)"
+            f"{asked}; cancel some, or ask the operator to raise CDK context tenant_max_jobs"
         )
     return (
         f"a tenant may have {charge.limit:,} one-off jobs due in one minute, and "
-        f"{charge.counter.removeprefix('MINUTE#')} (UTC, yyyymmddHHMM) is full; pick another minute, "
-        "or ask the operator to raise CDK context tenant_max_firings_per_minute"
+        f"{charge.counter.removeprefix('MINUTE#')} (UTC, yyyymmddHHMM) is full{asked}; pick another "
+        "minute, or ask the operator to raise CDK context tenant_max_firings_per_minute"
     )

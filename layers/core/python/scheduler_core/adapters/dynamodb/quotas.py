@@ -17,10 +17,10 @@ from scheduler_core.domain.vocabulary import JobStatus
 
 class QuotaCountersTable(TableAdapter):
     def charge_if_within(
-        self, tenant: str, counter: str, limit: int, expires_at: datetime | None
+        self, tenant: str, counter: str, limit: int, expires_at: datetime | None, count: int = 1
     ) -> int | None:
-        sets = "used = if_not_exists(used, :zero) + :one"
-        values: dict[str, object] = {"zero": 0, "one": 1, "room": limit - 1}
+        sets = "used = if_not_exists(used, :zero) + :count"
+        values: dict[str, object] = {"zero": 0, "count": count, "room": limit - count}
         if expires_at is not None:
             sets += ", expires_at = :expires"
             values["expires"] = int(expires_at.timestamp())
@@ -61,14 +61,14 @@ class QuotaCountersTable(TableAdapter):
             raise
         return self._codec.job_from_item(reply["Attributes"])
 
-    def refund(self, tenant: str, counter: str) -> None:
+    def refund(self, tenant: str, counter: str, count: int = 1) -> None:
         try:
             self._ddb.update_item(
                 TableName=self._table,
                 Key=to_item({"pk": keys.quota_pk(tenant), "sk": counter}),
-                UpdateExpression="SET used = used - :one",
-                ConditionExpression="used >= :one",
-                ExpressionAttributeValues=expression_values(one=1),
+                UpdateExpression="SET used = used - :count",
+                ConditionExpression="used >= :count",
+                ExpressionAttributeValues=expression_values(count=count),
             )
         except ClientError as error:
             if not condition_failed(error):
