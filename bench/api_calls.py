@@ -13,9 +13,10 @@ For the cost model (`bench.cost`) it also measures, per run, the DynamoDB read u
 SQS requests as billed, the invocations of each function, how long they ran (wall time on
 moto, less the meter's own reads), and the bytes the functions log: the services' lines at
 the functions' log level, each with the keys Powertools' `inject_lambda_context` adds in
-Lambda, and the metrics each worker or poller invocation flushes to its log. Polls run
-through the poller's own handler; creates and batches through the services the api and
-worker handlers call.
+Lambda, and the metrics each worker or poller invocation flushes to its log, and the api's
+audit lines. Creates run through the api's own handler (one request per job, or one batch
+of 100 on the batched paths), polls through the poller's; batches of messages through the
+service the worker's handler calls.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ from bench.metering import Call, CallLog, LogMeter, WriteMeter
 from bench.receiver import Arrival, Receiver
 from bench.report import table
 from bench.stack import TENANT, BenchStack, DeployedFunction, environment, moto_session
+from functions.api.handler import handler as api_handler
 from functions.poller.handler import handler as poller_handler
 from infra.local.cloud import STACK_NAME
 from infra.local.deployment import REGION
+from infra.local.identity import principal_id
 from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
-from scheduler_core.domain.api_shapes import JobCreate
+from scheduler_core.domain.api_shapes import MAX_BATCH_JOBS
 from scheduler_core.domain.clock import ManualClock, from_ms, to_ms
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus
@@ -64,13 +67,18 @@ FUNCTION_OF_PHASE = {"create": "api", "poll": "poller", "poll-cycle": "poller", 
 class ClaimRoute:
     name: str
     description: str
+    batched: bool = False  # made by `POST /v1/jobs/batch`, all the path's jobs in one request
 
 
 NEAR = ClaimRoute("near", "due within the lookahead: claimed and enqueued at creation")
 FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll")
+NEAR_BATCH = ClaimRoute("near-batch", "as near, made in batches of 100 (POST /v1/jobs/batch)", True)
+FAR_BATCH = ClaimRoute("far-batch", "as far, made in batches of 100 (POST /v1/jobs/batch)", True)
 # One run first, counted apart: this process's first create and batch load botocore models
 # and build clients, which a warm Lambda has done already (and would bill as a cold start).
 WARM_UP = ClaimRoute("warm", "one near run before the measured ones, not counted")
+# Runs on a batched path: one full batch (`MAX_BATCH_JOBS`).
+BATCH_RUNS = MAX_BATCH_JOBS
 
 
 class BenchLambdaContext:
@@ -147,23 +155,34 @@ class RequestCounter:
             self.invocations[label] += 1
 
     def create(self, route: ClaimRoute, count: int, at: datetime) -> list[str]:
+        """`count` one-off jobs through the api function's handler (its audit line included):
+        one request each, or one batch."""
+        bodies = [
+            {
+                "name": f"bench-requests-{route.name}-{i}",
+                "schedule": {"at": (at + timedelta(milliseconds=i)).isoformat()},
+                "target": {"type": "HTTP", "url": self.receiver_url},
+                "payload": {"i": i},
+            }
+            for i in range(count)
+        ]
+        if route.batched:
+            with self.invocation(f"{route.name}:create", timeout_seconds=25) as context:
+                made = self._api("/v1/jobs/batch", {"jobs": bodies}, context)
+            return [job["job_id"] for job in made["jobs"]]
         job_ids = []
-        for i in range(count):
-            with self.invocation(f"{route.name}:create", timeout_seconds=25):
-                job_ids.append(
-                    self.jobs.create(
-                        TENANT,
-                        JobCreate.model_validate(
-                            {
-                                "name": f"bench-requests-{route.name}-{i}",
-                                "schedule": {"at": (at + timedelta(milliseconds=i)).isoformat()},
-                                "target": {"type": "HTTP", "url": self.receiver_url},
-                                "payload": {"i": i},
-                            }
-                        ),
-                    ).job_id
-                )
+        for body in bodies:
+            with self.invocation(f"{route.name}:create", timeout_seconds=25) as context:
+                job_ids.append(self._api("/v1/jobs", body, context)["job_id"])
         return job_ids
+
+    def _api(self, path: str, body: dict[str, Any], context: BenchLambdaContext) -> dict[str, Any]:
+        """A `POST` to the api function as API Gateway hands it one signed by the bench's caller."""
+        reply = api_handler(rest_event("POST", path, body, TENANT), context, jobs=self.jobs)
+        answer: dict[str, Any] = json.loads(reply["body"])
+        if reply["statusCode"] != 201:
+            raise RuntimeError(f"POST {path} answered {reply['statusCode']}: {answer}")
+        return answer
 
     def poll_all_shards(self, label: str) -> int:
         """One invocation of the poller's handler per shard, as its rules make every minute."""
@@ -223,25 +242,56 @@ class RequestCounter:
         self.work(route, count)
         return job_ids
 
-    def far(self, count: int) -> list[str]:
+    def far(self, count: int, route: ClaimRoute = FAR) -> list[str]:
         start = self.clock.now()
         at = start + timedelta(seconds=FAR_SECONDS)
-        job_ids = self.create(FAR, count, at)
+        job_ids = self.create(route, count, at)
         # Polls a minute apart that see nothing due yet: the last one is the steady-state cycle.
         horizon = timedelta(seconds=self.settings.lookahead_seconds)
         first = at - horizon - timedelta(seconds=60 * STEADY_POLLS + 1)
         for number in range(STEADY_POLLS):
             self.clock.set(first + timedelta(seconds=60 * (number + 1)))
-            label = "steady:poll-cycle" if number == STEADY_POLLS - 1 else "warm:poll-cycle"
+            steady = number == STEADY_POLLS - 1 and route is FAR  # the cycle is counted once
+            label = "steady:poll-cycle" if steady else "warm:poll-cycle"
             if self.poll_all_shards(label):
                 raise RuntimeError("a poll meant to find nothing claimed a run")
         # Half a second before they are due: the claim poll, and a queue delay of 0.
         self.clock.set(at - timedelta(milliseconds=500))
-        claimed = self.poll_all_shards(f"{FAR.name}:poll")
+        claimed = self.poll_all_shards(f"{route.name}:poll")
         if claimed != count:
             raise RuntimeError(f"the poll claimed {claimed} of {count} runs")
-        self.work(FAR, count)
+        self.work(route, count)
         return job_ids
+
+
+def rest_event(method: str, path: str, body: Any, caller: str) -> dict[str, Any]:
+    """A REST API proxy request as API Gateway hands it to the api function, signed by
+    `caller` (an IAM user's ARN) as `infra.local.api_gateway` makes it."""
+    user = principal_id(caller)
+    headers = {"Content-Type": "application/json"}
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": f"/prod{path}",
+            "stage": "prod",
+            "requestId": str(uuid.uuid4()),
+            "identity": {"userArn": caller, "caller": user, "user": user, "accountId": ACCOUNT},
+            "protocol": "HTTP/1.1",
+        },
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
 
 
 def _fixed_poll_call(call: Call) -> bool:
@@ -270,14 +320,18 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
             try:
                 stack.clear()
                 counter.near(1, WARM_UP)
-                near_ids = counter.near(runs)
-                far_ids = counter.far(runs)
+                made = {
+                    NEAR: counter.near(runs),
+                    FAR: counter.far(runs),
+                    NEAR_BATCH: counter.near(BATCH_RUNS, NEAR_BATCH),
+                    FAR_BATCH: counter.far(BATCH_RUNS, FAR_BATCH),
+                }
             finally:
                 handler.setStream(stream)  # type: ignore[attr-defined]
                 logger.setLevel(level)
                 logger.remove_keys(["cold_start", *vars(LambdaContextModel())])
                 logger.append_keys(service=service)
-            succeeded = {NEAR.name: counter.check(near_ids), FAR.name: counter.check(far_ids)}
+            succeeded = {route.name: counter.check(job_ids) for route, job_ids in made.items()}
     finally:
         logger.setLevel(level)
     calls = counter.log.calls
@@ -300,7 +354,8 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
         "paths": {},
     }
     steady_label = "steady:poll-cycle"
-    for route in (NEAR, FAR):
+    for route, job_ids in made.items():
+        runs = len(job_ids)
         mine = [
             c
             for c in calls
@@ -315,6 +370,7 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
         functions = [c for c in mine if c.role == FUNCTIONS]
         result["paths"][route.name] = {
             "description": route.description,
+            "runs": runs,
             "calls_per_run": per_phase,
             "function_calls_per_run": len(functions) / runs,
             "event_source_mapping_calls_per_run": (len(mine) - len(functions)) / runs,
@@ -330,6 +386,9 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
             },
             **_functions_per_run(counter, route, runs, steady_label),
         }
+        audit = sum(c.log_bytes for c in mine) / runs  # the api's audit lines, in a log group of their own
+        if audit:
+            result["paths"][route.name]["log_bytes_per_run"]["audit"] = audit
     steady = [c for c in calls if c.label == steady_label]
     claim_poll_fixed = [c for c in calls if c.label == f"{FAR.name}:poll" and _fixed_poll_call(c)]
     result["poll_cycle"] = {
@@ -404,8 +463,8 @@ def _functions_per_run(
 
 
 def print_requests(result: dict[str, Any]) -> None:
-    runs = result["runs_per_path"]
-    print(f"Requests per run — {runs} one-off runs per path, create → success (HTTP target)")
+    runs = ", ".join(f"{name} {path['runs']}" for name, path in result["paths"].items())
+    print(f"Requests per run — one-off runs per path ({runs}), create → success (HTTP target)")
     rows: list[list[Any]] = []
     for name, path in result["paths"].items():
         for phase, operations in path["calls_per_run"].items():
@@ -419,7 +478,7 @@ def print_requests(result: dict[str, Any]) -> None:
             path["event_source_mapping_calls_per_run"],
             path["table_wcu_per_run"],
             path["index_wcu_per_run"],
-            f"{result['succeeded'][name]}/{runs}",
+            f"{result['succeeded'][name]}/{path['runs']}",
         ]
         for name, path in result["paths"].items()
     ]

@@ -13,7 +13,9 @@ The model, and what it assumes beyond the measurement:
   time is measured on moto (wall time of the services' work, the meter's own reads left
   out), which is neither AWS's latency nor a real target's; cold starts are left out.
 - Every invocation also logs Lambda's START, END and REPORT lines (with the X-Ray line,
-  tracing being active): `PLATFORM_LOG_LINES`, a sample of their size. A GB is 2^30 bytes.
+  tracing being active): `PLATFORM_LOG_LINES`, a sample of their size; every API request
+  one access log line (`ACCESS_LOG_LINE`). The audit lines are measured. A GB is 2^30 bytes.
+- X-Ray records `XRAY_SAMPLED` of the API's requests and of the functions' invocations.
 - Provisioned capacity: auto scaling holds the tables at `TARGET_UTILIZATION` of the
   capacity the steady load needs (capacity units = units per run × runs per second ÷ 0.7),
   billed by the hour; indexes and the idempotency table alike.
@@ -43,6 +45,19 @@ PLATFORM_LOG_LINES = (
     "XRAY TraceId: 1-6745f0a2-3b8c1d2e4f5a6b7c8d9e0f1a\tSegmentId: 1a2b3c4d5e6f7a8b\tSampled: true\t\n"
 )
 PLATFORM_LOG_BYTES = len(PLATFORM_LOG_LINES.encode())
+# API Gateway's access log line per request: the stage's format (CDK's
+# `json_with_standard_fields`, every field on) with a typical request's values, and the 26 B
+# CloudWatch Logs counts per event.
+ACCESS_LOG_LINE = (
+    '{"requestId":"8f5e0b6e-3c4a-4f0e-9a7b-2d1c0e9f8a7b","ip":"203.0.113.17",'
+    '"user":"AIDAJQABLZS4A3QDU576Q","caller":"AIDAJQABLZS4A3QDU576Q",'
+    '"requestTime":"26/Nov/2026:17:19:09 +0000","httpMethod":"POST","resourcePath":"/v1/jobs",'
+    '"status":"201","protocol":"HTTP/1.1","responseLength":"812"}'
+)
+ACCESS_LOG_BYTES = len(ACCESS_LOG_LINE.encode()) + 26
+# X-Ray's default sampling rule: the first request each second, then 5 % (at the steady load
+# the first-per-second share is negligible). API Gateway's stage and every function trace.
+XRAY_SAMPLED = 0.05
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,7 @@ class PriceList:
     lambda_gb_second: float  # x86
     api_gateway_rest_request: float
     logs_ingested_gb: float  # CloudWatch Logs, standard class
+    xray_trace_recorded: float
     eventbridge_scheduler_invocation: float  # for comparison
 
 
@@ -75,6 +91,7 @@ PRICES = PriceList(
     lambda_gb_second=0.0000166667,
     api_gateway_rest_request=3.50 / MILLION,
     logs_ingested_gb=0.50,
+    xray_trace_recorded=5.00 / MILLION,
     eventbridge_scheduler_invocation=1.00 / MILLION,
 )
 
@@ -154,12 +171,15 @@ class RunUsage:
     sqs_requests: float  # billed requests, by the functions and the mapping
     invocations: Mapping[str, float]  # per function
     seconds: Mapping[str, float]  # busy seconds per function
-    log_bytes: float  # the functions' lines and metrics, Lambda's own lines included
+    log_bytes: float  # the functions' lines and metrics, Lambda's own, the audit and access logs
     api_requests: float
+    traces: float  # X-Ray traces (an API request with its api invocation is one)
 
     @classmethod
     def of_path(cls, path: Mapping[str, Any]) -> RunUsage:
         invocations = dict(path["invocations_per_run"])
+        # Every job was created through the api function: one request each, or one per batch.
+        api_requests = invocations.get("api", 0.0)
         return cls(
             write_units=path["table_wcu_per_run"] + path["index_wcu_per_run"],
             read_units=path["read_units_per_run"],
@@ -167,9 +187,10 @@ class RunUsage:
             invocations=invocations,
             seconds=dict(path["lambda_seconds_per_run"]),
             log_bytes=sum(path["log_bytes_per_run"].values())
-            + PLATFORM_LOG_BYTES * sum(invocations.values()),
-            # One-off jobs: every run was created by one API request (through the api function).
-            api_requests=invocations.get("api", 0.0),
+            + PLATFORM_LOG_BYTES * sum(invocations.values())
+            + ACCESS_LOG_BYTES * api_requests,
+            api_requests=api_requests,
+            traces=sum(invocations.values()),
         )
 
 
@@ -200,6 +221,7 @@ def dollars_per_million_runs(
         "lambda_gb_seconds": compute * prices.lambda_gb_second,
         "api_gateway": usage.api_requests * prices.api_gateway_rest_request,
         "logs": usage.log_bytes / GIB * prices.logs_ingested_gb,
+        "xray": usage.traces * XRAY_SAMPLED * prices.xray_trace_recorded,
         "poll_cycle": poll_cycle * shards / RUNS_PER_MONTH,
     }
     return {line: dollars * MILLION for line, dollars in per_run.items()}
@@ -241,6 +263,8 @@ def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[
             "esm_idle_receives_per_queue_per_month": idle_receives_per_queue_per_month(),
             "provisioned_target_utilization": TARGET_UTILIZATION,
             "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES,
+            "api_access_log_bytes_per_request": ACCESS_LOG_BYTES,
+            "xray_sampled": XRAY_SAMPLED,
             "memory_mb": memory_mb,
             "shards": shards,
             "event_source_mappings": mappings,
@@ -264,7 +288,8 @@ _LINES = {
     "lambda_requests": "Lambda requests",
     "lambda_gb_seconds": "Lambda GB-seconds",
     "api_gateway": "API Gateway REST (the create)",
-    "logs": "CloudWatch Logs ingestion",
+    "logs": "CloudWatch Logs ingestion (functions, audit, API access log)",
+    "xray": "X-Ray traces (5 % sampled)",
     "poll_cycle": "poll cycle (every shard, every minute), amortized",
 }
 
@@ -283,6 +308,8 @@ def _quantity(line: str, usage: Mapping[str, Any]) -> str:
         return f"{sum(usage['seconds'].values()) * 1000:.0f} ms"
     if line == "logs":
         return f"{usage['log_bytes']:,.0f} B"
+    if line == "api_gateway":
+        return f"{usage['api_requests']:.2f} req"
     return ""
 
 
@@ -358,8 +385,13 @@ def print_cost(cost: Mapping[str, Any]) -> None:
     memory = ", ".join(f"{name} {mb} MB" for name, mb in sorted(assumptions["memory_mb"].items()))
     print(f"  Lambda (x86): {memory}; duration {assumptions['lambda_duration']}")
     print(
-        f"  logs: the functions' lines and metrics as measured, plus "
-        f"{assumptions['platform_log_bytes_per_invocation']} B of Lambda's own lines per invocation"
+        f"  logs: the functions' lines and metrics and the api's audit lines as measured, plus "
+        f"{assumptions['platform_log_bytes_per_invocation']} B of Lambda's own lines per invocation and "
+        f"{assumptions['api_access_log_bytes_per_request']} B of API Gateway's access log per request"
+    )
+    print(
+        f"  X-Ray: {assumptions['xray_sampled']:.0%} of API requests and worker invocations traced "
+        "(the default sampling rule)"
     )
 
 

@@ -58,6 +58,7 @@ class Call:
     billed_requests: int = 1  # SQS: one per started 64 KiB of payload
     write_units_by_table: Mapping[str, float] = field(default_factory=dict)  # table + its indexes
     partition_key: str = ""  # a one-item DynamoDB call's: `SHARD#n` (a watermark), `JOB#...`
+    log_bytes: int = 0  # CloudWatch Logs PutLogEvents: the bytes ingested (the audit lines)
 
     @property
     def service(self) -> str:
@@ -106,6 +107,18 @@ def read_units(size: int, consistent: bool, transactional: bool = False) -> floa
     if transactional:
         return 2.0 * units
     return float(units) if consistent else units / 2
+
+
+# What CloudWatch Logs bills per log event beyond its message (its ingestion size rule).
+LOG_EVENT_OVERHEAD_BYTES = 26
+
+
+def ingested_bytes(params: Mapping[str, Any]) -> int:
+    """The bytes one PutLogEvents ingests: each event's message and its overhead."""
+    return sum(
+        len(str(event.get("message", "")).encode()) + LOG_EVENT_OVERHEAD_BYTES
+        for event in params.get("logEvents", [])
+    )
 
 
 def sqs_billed_requests(payload_bytes: int) -> int:
@@ -368,6 +381,7 @@ class CallLog:
                 billed_requests=billed,
                 write_units_by_table=by_table,
                 partition_key=str(params.get("Key", {}).get("pk", {}).get("S", "")),
+                log_bytes=ingested_bytes(params) if operation == "PutLogEvents" else 0,
             )
         )
 

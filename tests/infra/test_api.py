@@ -11,6 +11,7 @@ from tests.infra.conftest import Synthesis
 EXPECTED_ROUTES = {
     ("/v1/jobs", "GET"),
     ("/v1/jobs", "POST"),
+    ("/v1/jobs/batch", "POST"),
     ("/v1/jobs/{job_id}", "GET"),
     ("/v1/jobs/{job_id}", "PATCH"),
     ("/v1/jobs/{job_id}", "DELETE"),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bench.cost import (
+    ACCESS_LOG_BYTES,
     PLATFORM_LOG_BYTES,
     PRICES,
     RUNS_PER_MONTH,
@@ -35,7 +36,7 @@ def test_an_idle_queue_mapping_makes_five_long_polls_every_20_seconds() -> None:
 
 
 def test_a_write_unit_per_run_costs_its_on_demand_price_per_million_runs() -> None:
-    usage = RunUsage(1, 0, 0, {}, {}, 0, 0)
+    usage = RunUsage(1, 0, 0, {}, {}, 0, 0, 0)
 
     lines = dollars_per_million_runs(usage, MEMORY, 0, NO_POLL, 4)
 
@@ -47,7 +48,7 @@ def test_provisioned_capacity_is_priced_at_70_percent_utilization() -> None:
     # 1 WU a run at 100,000 runs/min = 1,666.7 WCU/s, / 0.7 = 2,381 WCU, x $0.00065 x 720 h
     # = $1,114.29 a month, over 4.32e9 runs: $0.2579 per million runs (= 0.00065 / 0.7 / 3600 x 1e6).
     assert provisioned_per_run(1, PRICES.dynamodb_wcu_hour) * 1e6 == pytest.approx(0.257937, rel=1e-5)
-    usage = RunUsage(25, 4, 0, {}, {}, 0, 0)
+    usage = RunUsage(25, 4, 0, {}, {}, 0, 0, 0)
     lines = dollars_per_million_runs(usage, MEMORY, 0, NO_POLL, 4, provisioned=True)
     assert lines["dynamodb_writes"] == pytest.approx(25 * 0.257937, rel=1e-5)
     # reads: 4 RU x 0.00013 / 0.7 / 3600 x 1e6
@@ -63,6 +64,7 @@ def test_every_line_of_a_hand_computed_run() -> None:
         seconds={"api": 0.05, "worker": 0.1},
         log_bytes=1024,
         api_requests=1,
+        traces=1.1,
     )
 
     lines = dollars_per_million_runs(usage, MEMORY, mappings=3, cycle=NO_POLL, shards=4)
@@ -76,6 +78,7 @@ def test_every_line_of_a_hand_computed_run() -> None:
     assert lines["lambda_gb_seconds"] == pytest.approx(2.0833375)
     assert lines["api_gateway"] == pytest.approx(3.5)
     assert lines["logs"] == pytest.approx(1024 / 2**30 * 0.5 * 1e6)  # $0.4768
+    assert lines["xray"] == pytest.approx(1.1 * 0.05 * 5.0)  # 5 % of 1.1 traces x $5 per million
     assert lines["poll_cycle"] == 0
 
 
@@ -88,7 +91,7 @@ def test_the_poll_cycle_of_one_shard_for_a_month() -> None:
     assert month["lambda_requests"] == pytest.approx(43_200 * 0.2 / 1e6)
     assert month["lambda_gb_seconds"] == pytest.approx(43_200 * 0.05 * 0.0000166667)
     assert month["logs"] == pytest.approx(43_200 * 1000 / 2**30 * 0.5)
-    amortized = dollars_per_million_runs(RunUsage(0, 0, 0, {}, {}, 0, 0), MEMORY, 0, cycle, shards=4)
+    amortized = dollars_per_million_runs(RunUsage(0, 0, 0, {}, {}, 0, 0, 0), MEMORY, 0, cycle, shards=4)
     assert amortized["poll_cycle"] == pytest.approx(sum(month.values()) * 4 / 4.32e9 * 1e6)
 
 
@@ -147,11 +150,13 @@ def _requests(architecture: str = "x86_64") -> dict[str, Any]:
     }
 
 
-def test_the_cost_section_totals_its_lines_and_counts_lambdas_own_log_lines() -> None:
+def test_the_cost_section_totals_its_lines_and_counts_lambdas_and_api_gateways_own_log_lines() -> None:
     cost = cost_model(_requests())
 
     near = cost["paths"]["near"]
-    assert near["usage_per_run"]["log_bytes"] == 500 + 1.1 * PLATFORM_LOG_BYTES
+    assert near["usage_per_run"]["log_bytes"] == 500 + 1.1 * PLATFORM_LOG_BYTES + ACCESS_LOG_BYTES
+    assert ACCESS_LOG_BYTES > 300  # the access log line of one request, with its event overhead
+    assert near["usage_per_run"]["traces"] == 1.1
     assert near["on_demand_total"] == pytest.approx(sum(near["on_demand"].values()))
     assert near["on_demand"]["dynamodb_writes"] == pytest.approx(15.625)
     assert near["provisioned_total"] < near["on_demand_total"]

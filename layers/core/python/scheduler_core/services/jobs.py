@@ -224,6 +224,7 @@ class JobService:
                     raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
                 made.append(self.get(tenant, job.job_id))
             else:
+                assert not isinstance(outcome, Exception)  # raised above
                 made.append(self._after_put(job, outcome, now))
         return made
 
