@@ -35,10 +35,11 @@ class ApiClient:
         *,
         raw_body: bytes | None = None,
         caller: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """One request; `caller` acts as another tenant (the local cloud's caller header)."""
         data = raw_body if raw_body is not None else None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers = ({"Content-Type": "application/json"} if data is not None else {}) | (headers or {})
         if caller is not None:
             headers[CALLER_HEADER] = caller
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)

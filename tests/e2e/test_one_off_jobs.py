@@ -109,3 +109,38 @@ def test_a_burst_of_jobs_all_arrive_exactly_once_and_nothing_is_dead_lettered(
     assert [letter for letter in operator.dead_letters(1000) if letter["job_id"] in job_ids] == []
     mappings = session.client("lambda", endpoint_url=local_cloud.moto_url).list_event_source_mappings()
     assert {mapping["State"] for mapping in mappings["EventSourceMappings"]} == {"Disabled"}
+
+
+def test_a_batch_of_jobs_made_in_one_request_all_arrive_exactly_once_on_time(
+    api: ApiClient, receiver: WebhookReceiver
+) -> None:
+    """`POST /v1/jobs/batch` through API Gateway (its `batch` resource beside `{job_id}`):
+    each job made as a single create makes one, each delivered once, within a second."""
+    fire_at = now_ms() + timedelta(seconds=4)
+    bodies = [
+        http_job(receiver, f"batch-{i}", {"at": iso(fire_at + timedelta(milliseconds=i))}) for i in range(20)
+    ]
+    reply = api.call(
+        "POST", "/v1/jobs/batch", {"jobs": bodies}, headers={"Idempotency-Key": f"e2e-{fire_at}"}
+    )
+    assert reply.status == 201, reply.body
+    job_ids = [job["job_id"] for job in reply.body["jobs"]]
+    assert [job["name"] for job in reply.body["jobs"]] == [body["name"] for body in bodies]
+
+    wait_for(
+        lambda: all(arrivals(receiver, job_id) for job_id in job_ids),
+        seconds_until(fire_at) + MARGIN_SECONDS,
+        "every delivery",
+    )
+    wait_until(fire_at + timedelta(seconds=3))  # room for a duplicate to show
+    assert [len(arrivals(receiver, job_id)) for job_id in job_ids] == [1] * 20
+    for i, job_id in enumerate(job_ids):
+        [request] = arrivals(receiver, job_id)
+        due = fire_at + timedelta(milliseconds=i)
+        assert timedelta(0) <= request.received_at - due < timedelta(seconds=1), (i, request.received_at)
+    # Sent again with its key: the same jobs, none made twice.
+    again = api.call(
+        "POST", "/v1/jobs/batch", {"jobs": bodies}, headers={"Idempotency-Key": f"e2e-{fire_at}"}
+    )
+    assert again.status == 201, again.body
+    assert [job["job_id"] for job in again.body["jobs"]] == job_ids
