@@ -249,7 +249,7 @@ def validate(scale: float = 1.0, seed: int = 1) -> dict[str, Any]:
 BENCH_FIGURES: dict[str, Any] = {
     # Calls by the services the simulation runs: the bench's single-create paths less the api
     # handler's audit line (one PutLogEvents a create), which the simulation does not run.
-    "measured": "2026-11-26, make bench (requests, lateness), moto on this machine; calls less the audit line",
+    "measured": "2026-11-26, make bench (requests, lateness), moto here; calls less the audit line",
     "requests_per_run": {
         "near": {"functions": 5.0, "event_source_mapping": 0.2},
         "far": {"functions": 5.9},
