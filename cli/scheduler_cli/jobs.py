@@ -3,26 +3,42 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 from urllib.parse import quote
 
 import typer
 
 from scheduler_cli import options as o
-from scheduler_cli.api import all_pages, call, state_of, usage
-from scheduler_cli.render import backfill_table, emit, firings_table, job_table, jobs_table, note, run_table
+from scheduler_cli.api import ApiError, all_pages, call, state_of, usage
+from scheduler_cli.render import (
+    backfill_table,
+    emit,
+    firings_table,
+    job_table,
+    jobs_table,
+    note,
+    run_table,
+    spinner,
+)
 from scheduler_cli.specs import (
     PolicyFlags,
     ScheduleFlags,
     TargetFlags,
     json_value,
+    jsonable,
     needs_current,
+    read_document,
     read_object,
     when,
 )
 from scheduler_cli.timing import next_firings_body
 from scheduler_cli.waiting import exit_unless_succeeded, wait_for_end
+from scheduler_core.domain.api_shapes import MAX_BATCH_JOBS
 
 app = typer.Typer(help="Jobs: create, list, change, pause, run and backfill them.", no_args_is_help=True)
 
@@ -114,6 +130,131 @@ _REQUIRED = {
     "schedule": "a schedule (--at, --cron or --rate)",
     "target": "a target (--url, --queue-url, --topic-arn, --function-arn, --event-bus or --target)",
 }
+
+
+BatchFile = Annotated[
+    str,
+    typer.Argument(
+        help="A JSON or YAML list of jobs (each the fields `jobs create --file` takes), or "
+        '{"jobs": <that list>}; - reads stdin; a .jsonl or .ndjson file holds one job a line.',
+        show_default=False,
+    ),
+]
+BatchKey = Annotated[
+    str | None,
+    typer.Option(
+        "--idempotency-key",
+        help="Make running the command again safe: batch n is sent with KEY#n (from 1), so the same "
+        "command on the same file makes only what is missing (fix a refused job in place).",
+        show_default=False,
+    ),
+]
+BATCH_PATH = "/v1/jobs/batch"
+JSON_LINES = (".jsonl", ".ndjson")
+# How the API names a job of a batch in its errors: `jobs[3].target.url`, `jobs[3]: …`.
+_BATCH_ITEM = re.compile(r"\bjobs\[(\d+)\]")
+
+
+@app.command("create-batch")
+def create_batch(
+    ctx: typer.Context, file: BatchFile, idempotency_key: BatchKey = None, output: o.OutputOpt = None
+) -> None:
+    """Create the jobs of FILE (POST /v1/jobs/batch) in batches of 100, sent one after the
+    other; print every job made, in the file's order. A batch refused stops the command: what
+    was made is printed, then the error (its jobs\\[i] counted from the file's first job, from
+    0), exit 1. Without --idempotency-key, running it again after a failure makes the jobs
+    made a second time.
+
+    Example:  scheduler jobs create-batch renewals.yaml --idempotency-key renewals-2026-12
+    """
+    state = state_of(ctx, output)
+    jobs = _jobs_in(file)
+    batches = [jobs[first : first + MAX_BATCH_JOBS] for first in range(0, len(jobs), MAX_BATCH_JOBS)]
+    made: list[dict[str, Any]] = []
+    failed: tuple[int, ApiError] | None = None
+    with spinner(f"creating {len(jobs)} jobs") as status:
+        for number, batch in enumerate(batches, 1):
+            status.update(f"batch {number} of {len(batches)}: {len(made)} of {len(jobs)} jobs made")
+            headers = {"Idempotency-Key": f"{idempotency_key}#{number}"} if idempotency_key else None
+            try:
+                made += call(state, "POST", BATCH_PATH, json_body={"jobs": batch}, headers=headers)["jobs"]
+            except ApiError as error:
+                failed = (number, error)
+                break
+    if made or failed is None:
+        emit(state, {"jobs": made}, lambda body: jobs_table({"items": body["jobs"]}))
+    if failed is not None:
+        _stopped(*failed, batches, idempotency_key)
+
+
+def _jobs_in(path: str) -> list[dict[str, Any]]:
+    """FILE's jobs, each an object; a usage error naming FILE otherwise."""
+    if path != "-" and Path(path).suffix.lower() in JSON_LINES:
+        document: Any = _json_lines(path)
+    else:
+        document = read_document(path, "FILE")
+    if isinstance(document, dict) and list(document) == ["jobs"]:
+        document = document["jobs"]
+    if document is None or document == []:
+        usage(f"FILE: {path} holds no jobs")
+    if not isinstance(document, list):
+        one_job = isinstance(document, dict) and "jobs" not in document
+        hint = "; for one job: jobs create --file" if one_job else ""
+        usage(f'FILE: {path} must hold a list of jobs, or {{"jobs": <a list>}}{hint}')
+    for index, job in enumerate(document):
+        if not isinstance(job, dict):
+            usage(f"FILE: {path}: jobs[{index}] is not an object (a job's fields)")
+    jobs: list[dict[str, Any]] = jsonable(document)
+    return jobs
+
+
+def _json_lines(path: str) -> list[Any]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        usage(f"FILE: cannot read {path}: {error.strerror or error}")
+    jobs = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                jobs.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                usage(
+                    f"FILE: {path} line {number}, column {error.colno}: {error.msg} "
+                    "(JSON Lines: one job a line)"
+                )
+    return jobs
+
+
+def _stopped(number: int, error: ApiError, batches: list[list[dict[str, Any]]], key: str | None) -> NoReturn:
+    """Batch `number` failed: say what was made and what to do, then raise its error (exit 1),
+    its `jobs[i]` counted from the file's first job."""
+    first = (number - 1) * MAX_BATCH_JOBS
+    if number > 1:
+        before = "batch 1" if number == 2 else f"batches 1–{number - 1}"
+        note(f"{first} jobs made, by {before} of {len(batches)} (printed)")
+    last = first + len(batches[number - 1]) - 1
+    refused = 400 <= error.status < 500
+    outcome = "refused: none of its jobs made" if refused else "failed: some of its jobs may be made"
+    later = "; no later batch sent" if number < len(batches) else ""
+    note(f"batch {number} of {len(batches)} (the file's jobs[{first}]–jobs[{last}]) {outcome}{later}")
+    if number > 1 or not refused:  # some jobs are, or may be, made
+        if key is not None:
+            note(
+                "once the error is dealt with, run the same command on the same file again "
+                f"(--idempotency-key {key}): no job made is made again"
+            )
+        else:
+            note("without --idempotency-key, running the command again makes the jobs made a second time")
+
+    def in_file(text: str) -> str:
+        return _BATCH_ITEM.sub(lambda found: f"jobs[{int(found.group(1)) + first}]", text)
+
+    raise dataclasses.replace(
+        error,
+        message=in_file(error.message),
+        details=[{name: in_file(value) for name, value in detail.items()} for detail in error.details],
+    ) from None
 
 
 @app.command("list")

@@ -77,16 +77,16 @@ def read_object(path: str | None) -> dict[str, Any]:
     document = read_document(path)
     if not isinstance(document, dict):
         usage(f"--file: {path} must hold one object (a job's or a workflow's fields)")
-    found: dict[str, Any] = _jsonable(document)
+    found: dict[str, Any] = jsonable(document)
     return found
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """YAML's own types (dates, times) as the JSON the API reads."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()
     if hasattr(value, "isoformat"):

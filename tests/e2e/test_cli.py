@@ -143,6 +143,43 @@ def test_a_job_from_a_yaml_file(cli: Cli, receiver: WebhookReceiver, tmp_path: P
     assert cli.json("jobs", "delete", job["job_id"])["status"] == "CANCELLED"
 
 
+def test_jobs_from_a_yaml_file_in_a_batch_made_once_however_often_sent(
+    cli: Cli, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    name = unique_name("cli-batch")
+    url = receiver.answer_on(name)
+    at = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text(
+        f"- {{name: {name}-at, schedule: {{at: {at.isoformat()}}}, target: {{type: HTTP, url: '{url}'}}}}\n"
+        f"- name: {name}-cron\n"
+        f"  schedule: {{cron: '0 9 * * MON-FRI', timezone: Europe/Berlin}}\n"
+        f"  target: {{type: HTTP, url: '{url}'}}\n"
+        f"- {{name: {name}-rate, schedule: {{rate: 5 minutes}}, target: {{type: HTTP, url: '{url}'}}}}\n"
+    )
+    key = ("--idempotency-key", name)
+
+    made = cli.json("jobs", "create-batch", str(spec), *key)["jobs"]
+    again = cli.json("jobs", "create-batch", str(spec), *key)["jobs"]  # a re-run makes nothing
+
+    assert [job["name"] for job in made] == [f"{name}-at", f"{name}-cron", f"{name}-rate"]
+    assert made[0]["schedule"]["at"] == at.isoformat().replace("+00:00", ".000Z")
+    assert made[1]["schedule"]["timezone"] == "Europe/Berlin"
+    assert [job["job_id"] for job in again] == [job["job_id"] for job in made]
+    listed = cli.json("jobs", "list", "--name-prefix", name, "--all")["items"]
+    assert sorted(job["job_id"] for job in listed) == sorted(job["job_id"] for job in made)
+    table = cli.run("jobs", "create-batch", str(spec), *key).stdout
+    assert all(job["job_id"] in table for job in made)
+
+    # One job refused refuses the whole batch, the error naming it.
+    spec.write_text(spec.read_text().replace(name, f"{name}-x").replace("0 9 * * MON-FRI", "61 * * * *"))
+    refused = cli.run("jobs", "create-batch", str(spec), code=1)
+    assert "jobs[1].schedule.cron" in refused.stderr
+    assert cli.json("jobs", "list", "--name-prefix", f"{name}-x")["items"] == []
+    for job in made:
+        assert cli.json("jobs", "delete", job["job_id"])["status"] == "CANCELLED"
+
+
 def test_failed_runs_are_retried_and_the_dlq_listed_and_redriven(
     cli: Cli, api: ApiClient, receiver: WebhookReceiver
 ) -> None:
