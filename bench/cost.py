@@ -16,6 +16,15 @@ The model, and what it assumes beyond the measurement:
   tracing being active): `PLATFORM_LOG_LINES`, a sample of their size; every API request
   one access log line (`ACCESS_LOG_LINE`). The audit lines are measured. A GB is 2^30 bytes.
 - X-Ray records `XRAY_SAMPLED` of the API's requests and of the functions' invocations.
+- The worker waits for each run's time inside its invocation, which the measurement (a
+  manual clock) skips. SQS delays in whole seconds, floored, less `delivery_lead_seconds`:
+  the messages a poll sends for one second's runs become visible together, between lead +
+  1 s and lead before their times, and a mapping's poller picks them up 0-1 s later (0.5 s
+  on average, the capacity model's figure, `bench.capacity.latency`). At the steady load
+  every batch is full (`worker_batch_size` records of one second), and its invocation
+  waits for the last of them: lead + b/(b+1) - 0.5 s on average for b records (2.41 s at
+  the default 2 s lead and batches of 10; the capacity simulation's steady invocations
+  average 2.37 s). Each run bears a b-th of it. Fewer records a batch raise it.
 - Provisioned capacity: auto scaling holds the tables at `TARGET_UTILIZATION` of the
   capacity the steady load needs (capacity units = units per run × runs per second ÷ 0.7),
   billed by the hour; indexes and the idempotency table alike.
@@ -58,6 +67,9 @@ ACCESS_LOG_BYTES = len(ACCESS_LOG_LINE.encode()) + 26
 # X-Ray's default sampling rule: the first request each second, then 5 % (at the steady load
 # the first-per-second share is negligible). API Gateway's stage and every function trace.
 XRAY_SAMPLED = 0.05
+# How long after a delayed message becomes visible a mapping's poller has it, on average
+# (`bench.capacity.latency.DELAYED_PICKUP_MAX_SECONDS`: uniform over 0-1 s).
+MEAN_PICKUP_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,11 @@ def provisioned_per_run(units_per_run: float, unit_hour_price: float) -> float:
     runs_per_second = STEADY_RUNS_PER_MINUTE / 60
     monthly = provisioned_dollars_per_month(units_per_run * runs_per_second, unit_hour_price)
     return monthly / RUNS_PER_MONTH
+
+
+def worker_wait_per_invocation(lead_seconds: float, batch: int) -> float:
+    """What a full batch's invocation waits for its runs' time (see the module)."""
+    return max(0.0, lead_seconds + batch / (batch + 1) - MEAN_PICKUP_SECONDS)
 
 
 def gb_seconds(seconds: float, memory_mb: int) -> float:
@@ -176,8 +193,11 @@ class RunUsage:
     traces: float  # X-Ray traces (an API request with its api invocation is one)
 
     @classmethod
-    def of_path(cls, path: Mapping[str, Any]) -> RunUsage:
+    def of_path(cls, path: Mapping[str, Any], wait_per_run: float = 0.0) -> RunUsage:
+        """`wait_per_run`: the worker's seconds a run waits for its time (see the module)."""
         invocations = dict(path["invocations_per_run"])
+        seconds = dict(path["lambda_seconds_per_run"])
+        seconds["worker"] = seconds.get("worker", 0.0) + wait_per_run
         # Every job was created through the api function: one request each, or one per batch.
         api_requests = invocations.get("api", 0.0)
         return cls(
@@ -185,7 +205,7 @@ class RunUsage:
             read_units=path["read_units_per_run"],
             sqs_requests=sum(path["sqs_requests_per_run"].values()),
             invocations=invocations,
-            seconds=dict(path["lambda_seconds_per_run"]),
+            seconds=seconds,
             log_bytes=sum(path["log_bytes_per_run"].values())
             + PLATFORM_LOG_BYTES * sum(invocations.values())
             + ACCESS_LOG_BYTES * api_requests,
@@ -236,9 +256,12 @@ def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[
     shards = int(requests["poll_cycle"]["shards"])
     mappings = int(requests["event_source_mappings"])
     cycle = PollCycle.per_shard(requests["poll_cycle"])
+    lead = float(requests.get("delivery_lead_seconds", 0))
+    batch = int(requests.get("worker_batch_size", 10))
+    wait_per_run = worker_wait_per_invocation(lead, batch) / batch
     paths: dict[str, Any] = {}
     for name, path in requests["paths"].items():
-        usage = RunUsage.of_path(path)
+        usage = RunUsage.of_path(path, wait_per_run)
         on_demand = dollars_per_million_runs(usage, memory_mb, mappings, cycle, shards, prices)
         provisioned = dollars_per_million_runs(
             usage, memory_mb, mappings, cycle, shards, prices, provisioned=True
@@ -265,6 +288,13 @@ def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[
             "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES,
             "api_access_log_bytes_per_request": ACCESS_LOG_BYTES,
             "xray_sampled": XRAY_SAMPLED,
+            "worker_wait": {
+                "delivery_lead_seconds": lead,
+                "worker_batch_size": batch,
+                "seconds_per_run": wait_per_run,
+                "seconds_per_invocation": worker_wait_per_invocation(lead, batch),
+                "rule": "a full batch's invocation waits lead + b/(b+1) - 0.5 s for its last run's time",
+            },
             "memory_mb": memory_mb,
             "shards": shards,
             "event_source_mappings": mappings,
@@ -286,7 +316,7 @@ _LINES = {
     "dynamodb_reads": "DynamoDB reads",
     "sqs_requests": "SQS requests (functions + queue mapping, idle long polls included)",
     "lambda_requests": "Lambda requests",
-    "lambda_gb_seconds": "Lambda GB-seconds",
+    "lambda_gb_seconds": "Lambda GB-seconds (the worker's wait for the run's time included)",
     "api_gateway": "API Gateway REST (the create)",
     "logs": "CloudWatch Logs ingestion (functions, audit, API access log)",
     "xray": "X-Ray traces (5 % sampled)",
@@ -384,6 +414,11 @@ def print_cost(cost: Mapping[str, Any]) -> None:
     )
     memory = ", ".join(f"{name} {mb} MB" for name, mb in sorted(assumptions["memory_mb"].items()))
     print(f"  Lambda (x86): {memory}; duration {assumptions['lambda_duration']}")
+    wait = assumptions["worker_wait"]
+    print(
+        f"  worker: {wait['seconds_per_run'] * 1000:.0f} ms a run of waiting for its time included "
+        f"(a {wait['delivery_lead_seconds']:.0f} s delivery lead over batches of {wait['worker_batch_size']})"
+    )
     print(
         f"  logs: the functions' lines and metrics and the api's audit lines as measured, plus "
         f"{assumptions['platform_log_bytes_per_invocation']} B of Lambda's own lines per invocation and "

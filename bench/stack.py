@@ -75,6 +75,7 @@ class BenchStack:
         self.settings = Settings()
         self.functions: dict[str, DeployedFunction] = {}
         self.event_source_mappings = 0  # one per priority queue, each long-polled even when idle
+        self.worker_batch_size = 10  # the mappings' BatchSize (the largest, if they differ)
         self.endpoint_url = ""
 
     def __enter__(self) -> BenchStack:
@@ -113,6 +114,7 @@ class BenchStack:
             # redrive policy moves them to the DLQ). Nothing here runs the functions: off.
             mappings = lambda_client.list_event_source_mappings()["EventSourceMappings"]
             self.event_source_mappings = len(mappings)
+            self.worker_batch_size = max((int(m.get("BatchSize", 10)) for m in mappings), default=10)
             for mapping in mappings:
                 lambda_client.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
             self._environment = contextlib.ExitStack()

@@ -19,6 +19,7 @@ from bench.cost import (
     dollars_per_million_runs,
     idle_receives_per_queue_per_month,
     provisioned_per_run,
+    worker_wait_per_invocation,
 )
 from bench.metering import read_units, sqs_billed_requests
 
@@ -179,3 +180,23 @@ def test_the_markdown_table_shows_both_totals_and_eventbridge_scheduler_beside_t
 def test_arm_functions_are_refused_rather_than_priced_as_x86() -> None:
     with pytest.raises(ValueError, match="x86"):
         cost_model(_requests(architecture="arm64"))
+
+
+def test_a_full_batch_waits_the_lead_and_its_last_runs_offset_less_the_pickup() -> None:
+    # Visible together lead + 1 s .. lead before their times, picked up 0.5 s later on
+    # average; the invocation lasts until the last of b uniform offsets: b / (b + 1).
+    assert worker_wait_per_invocation(2, 10) == pytest.approx(2 + 10 / 11 - 0.5)
+    assert worker_wait_per_invocation(0, 1) == 0.0  # never below nothing
+
+
+def test_the_workers_wait_for_its_runs_time_is_billed_to_each_run_of_a_full_batch() -> None:
+    requests = _requests() | {"delivery_lead_seconds": 2, "worker_batch_size": 10}
+
+    near = cost_model(requests)["paths"]["near"]
+
+    waited = worker_wait_per_invocation(2, 10) / 10
+    assert near["usage_per_run"]["seconds"]["worker"] == pytest.approx(0.1 + waited)
+    # 0.05 s x 0.5 GB + (0.1 s + 0.241 s) x 1 GB, x $16.6667 per million GB-s
+    assert near["on_demand"]["lambda_gb_seconds"] == pytest.approx(
+        (0.05 * 0.5 + (0.1 + waited) * 1.0) * 16.6667, rel=1e-4
+    )
