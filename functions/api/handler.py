@@ -56,7 +56,7 @@ from scheduler_core.domain.execution_roles import external_id
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.ports import CursorNotValid, StoreContention
-from scheduler_core.services.jobs import JobService
+from scheduler_core.services.jobs import BatchPartlyMade, JobService
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.workflow_views import workflow_view
 from scheduler_core.services.workflows import WorkflowService
@@ -72,18 +72,25 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 def _audited(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
     """Every mutating call that succeeded: one line in the audit log group (docs/security.md)
-    — who (tenant), what (method and route), which (the ids in its path, or the one it made),
-    the request id. A line that cannot be written is logged, counted and the answer stands:
-    the change is made."""
-    event = app.current_event
+    — who (tenant), what (method and route), which (the ids in its path, or the ones it
+    made), the request id. (A batch that failed part-way is audited by its error's handler.)"""
+    # Read before the route runs (a request it makes itself clears the context).
     service: JobService = app.context["jobs"]
-    audit = service.audit
-    # The route Powertools matched: its OpenAPI path, and the ids its path names (never the
-    # validated arguments, which hold the body: payloads, secret headers).
     route = app.context.get("_route")
     response = next_middleware(app)
-    if audit is None or event.http_method not in MUTATING or response.status_code >= 400:
-        return response
+    if app.current_event.http_method in MUTATING and response.status_code < 400:
+        _audit(service, route, response.status_code, response.body)
+    return response
+
+
+def _audit(service: JobService | None, route: Any, status: int, answer: Any) -> None:
+    """The audit line of this request (`answer`: what it answered, for the ids it made). A
+    line that cannot be written is logged, counted and the answer stands: the change is made."""
+    event = app.current_event
+    if service is None or service.audit is None:
+        return
+    # `route`: the one Powertools matched: its OpenAPI path, and the ids its path names
+    # (never the validated arguments, which hold the body: payloads, secret headers).
     matched = route.rule.match(event.path) if route is not None else None
     entry = audit_entry(
         service.tenancy.of(event.request_context.identity.raw_event),
@@ -91,16 +98,15 @@ def _audited(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Re
         event.http_method,
         route.openapi_path if route is not None else event.resource,
         matched.groupdict() if matched is not None else {},
-        response.body,
+        answer,
         event.request_context.request_id,
-        response.status_code,
+        status,
     )
     try:
-        audit.record(entry)
+        service.audit.record(entry)
     except Exception:
         logger.exception("audit line not written", extra={"audit": entry})
         metrics.add_metric(name="AuditLinesLost", unit="Count", value=1)
-    return response
 
 
 app.use(middlewares=[_audited])
@@ -193,6 +199,25 @@ def _internal_error(error: Exception) -> Response[Any]:
     request_id = app.current_event.request_context.request_id
     logger.exception("unhandled error", exc_info=error)
     return _error(500, "INTERNAL_ERROR", f"internal error; quote request id {request_id} if you report it")
+
+
+@app.exception_handler(BatchPartlyMade)
+def _batch_partly_made(partly: BatchPartlyMade) -> Response[Any]:
+    """A batch whose write failed after others were made: answered as that failure is, and
+    audited with the jobs it made (sent again with its Idempotency-Key, it makes the rest)."""
+    error = partly.error
+    response: Response[Any]
+    if isinstance(error, SchedulerError):
+        response = _scheduler_error(error)
+    elif isinstance(error, StoreContention):
+        response = _store_contention(error)
+    elif isinstance(error, ClientError):
+        response = _aws_error(error)
+    else:
+        response = _internal_error(error)
+    made = {"jobs": [{"job_id": job_id} for job_id in partly.job_ids]}
+    _audit(app.context.get("jobs"), app.context.get("_route"), response.status_code, made)
+    return response
 
 
 @app.exception_handler(Exception)

@@ -68,7 +68,7 @@ def calls(cloud: SchedulerHarness) -> Iterator[list[str]]:
         client.meta.events.unregister("before-call", count)
 
 
-def test_a_batch_makes_each_job_in_order_and_each_one_fires(
+def test_a_batch_makes_each_job_in_order_as_a_create_would_and_its_one_offs_fire(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     soon, later = clock.now() + timedelta(seconds=30), clock.now() + timedelta(hours=2)
@@ -87,6 +87,8 @@ def test_a_batch_makes_each_job_in_order_and_each_one_fires(
         assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body == job
     assert made[0]["next_fire_at"] is None  # claimed in its create, as a single create claims it
     assert made[1]["next_fire_at"] == iso(later)
+    top_of_the_hour = (clock.now() + timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+    assert made[2]["next_fire_at"] == iso(top_of_the_hour)
     assert listed(cloud) == sorted(job["job_id"] for job in made)
 
     clock.move_to(soon)
@@ -130,7 +132,7 @@ def test_one_refused_job_refuses_the_batch_naming_it_and_nothing_is_written(
 
     reply = batch(cloud, jobs)
 
-    assert reply.status in (400, 403, 422), reply.body
+    assert reply.status == 400, reply.body
     fields = [detail["field"] for detail in reply.body["error"]["details"]]
     assert fields, reply.body
     assert all(field.startswith("jobs[1].") for field in fields), reply.body
@@ -194,21 +196,28 @@ def test_a_batch_sent_again_with_its_key_makes_nothing_more(
     assert listed(cloud) == sorted(ids)
 
 
+def fail_once(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
+    """The api's write of the job named `name` fails once (a throttle botocore gave up on);
+    the ids it failed for."""
+    put = cloud.api_store.put_job_if_absent
+    failed: list[str] = []
+
+    def throttled_once(job: Job) -> bool:
+        if job.name == name and not failed:
+            failed.append(job.job_id)
+            raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
+        return put(job)
+
+    monkeypatch.setattr(cloud.api_store, "put_job_if_absent", throttled_once)
+    return failed
+
+
 def test_a_batch_that_failed_part_way_sent_again_with_its_key_makes_only_what_is_missing(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = clock.now() + timedelta(hours=1)
     jobs = [one_off(receiver, at, f"j{i}") for i in range(5)]
-    put = cloud.api_store.put_job_if_absent
-    throttled: list[str] = []
-
-    def throttled_once(job: Job) -> bool:
-        if job.name == "j3" and not throttled:
-            throttled.append(job.job_id)
-            raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
-        return put(job)
-
-    monkeypatch.setattr(cloud.api_store, "put_job_if_absent", throttled_once)
+    throttled = fail_once(cloud, monkeypatch, "j3")
     failed = batch(cloud, jobs, key="k")
     assert failed.status == 500, failed.body
     assert len(listed(cloud)) == 4  # the others were written
@@ -227,9 +236,7 @@ def test_a_batch_over_a_minutes_room_is_refused_whole_saying_how_many_it_asked(
     clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     with mock_aws():
-        clients = AwsClients(boto3.session.Session(region_name="us-east-1"))
-        settings = create_scheduler_resources(clients).model_copy(update={"tenant_max_firings_per_minute": 4})
-        cloud = SchedulerHarness(clients, settings, clock)
+        cloud = limited_cloud(clock, per_minute=4)
         at = clock.now() + timedelta(hours=1)
         assert batch(cloud, [one_off(receiver, at, "a"), one_off(receiver, at, "b")]).status == 201
 
@@ -261,3 +268,101 @@ def test_the_audit_line_of_a_batch_names_every_job_it_made(
     [line] = lines
     assert line["action"] == "POST /v1/jobs/batch"
     assert line["ids"]["job_ids"] == [job["job_id"] for job in reply.body["jobs"]]
+
+
+def limited_cloud(clock: FrozenClock, per_minute: int) -> SchedulerHarness:
+    """The scheduler (within `mock_aws`) with `per_minute` one-offs a minute per tenant."""
+    clients = AwsClients(boto3.session.Session(region_name="us-east-1"))
+    settings = create_scheduler_resources(clients).model_copy(
+        update={"tenant_max_firings_per_minute": per_minute}
+    )
+    return SchedulerHarness(clients, settings, clock)
+
+
+def test_a_batch_sent_again_after_failing_part_way_at_its_minutes_limit_is_counted_for_the_missing_only(
+    clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with mock_aws():
+        cloud = limited_cloud(clock, per_minute=5)
+        at = clock.now() + timedelta(hours=1)
+        jobs = [one_off(receiver, at, f"j{i}") for i in range(5)]
+        fail_once(cloud, monkeypatch, "j3")
+        assert batch(cloud, jobs, key="k").status == 500
+        assert minute_count(cloud, at) == 4
+
+        again = batch(cloud, jobs, key="k")  # the minute's room is one: the one missing
+
+        assert again.status == 201, again.body
+        assert minute_count(cloud, at) == 5
+        assert len(listed(cloud)) == 5
+
+
+def test_a_key_sent_again_with_other_jobs_after_a_part_way_failure_makes_those_jobs(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed request's record is gone (Powertools drops it), so nothing refuses the
+    other body: the ids follow each job's body too, and the new jobs are made, not the
+    first request's answered for them."""
+    at = clock.now() + timedelta(hours=1)
+    fail_once(cloud, monkeypatch, "j2")
+    first = [one_off(receiver, at, f"j{i}") for i in range(3)]
+    assert batch(cloud, first, key="k").status == 500
+    made_before = listed(cloud)
+    assert len(made_before) == 2  # j0, j1
+
+    other = [one_off(receiver, at, f"other{i}") for i in range(3)]
+    reply = batch(cloud, other, key="k")
+
+    assert reply.status == 201, reply.body
+    assert [job["name"] for job in reply.body["jobs"]] == ["other0", "other1", "other2"]
+    assert not {job["job_id"] for job in reply.body["jobs"]} & set(made_before)
+    assert len(listed(cloud)) == 5  # what the failed request made stays
+
+
+def test_the_jobs_a_failed_batch_wrote_are_claimed_and_audited(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[dict[str, Any]] = []
+    assert cloud.jobs.audit is not None
+    monkeypatch.setattr(cloud.jobs.audit, "record", lines.append)
+    every_minute = {**one_off(receiver, clock.now(), "every-minute"), "schedule": {"rate": "1 minutes"}}
+    fail_once(cloud, monkeypatch, "j1")
+
+    failed = batch(cloud, [every_minute, one_off(receiver, clock.now() + timedelta(hours=1), "j1")], key="k")
+
+    assert failed.status == 500, failed.body
+    [made] = listed(cloud)
+    assert cloud.runs(made), "its firing within the lookahead is claimed, as a create claims it"
+    [line] = lines
+    assert (line["action"], line["status"]) == ("POST /v1/jobs/batch", 500)
+    assert line["ids"]["job_ids"] == [made]
+
+
+def test_a_batch_larger_than_a_minutes_limit_is_refused_without_a_write(
+    clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    with mock_aws():
+        cloud = limited_cloud(clock, per_minute=4)
+        at = clock.now() + timedelta(hours=1)
+
+        reply = batch(cloud, [one_off(receiver, at, f"j{i}") for i in range(5)])
+
+        assert reply.status == 429, reply.body
+        assert "this batch asks for 5 of it" in reply.body["error"]["details"][0]["message"]
+        assert minute_count(cloud, at) == 0
+        assert listed(cloud) == []
+
+
+def test_a_batch_refused_for_one_minute_takes_no_count_of_another(
+    clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    with mock_aws():
+        cloud = limited_cloud(clock, per_minute=2)
+        full, free = clock.now() + timedelta(hours=1), clock.now() + timedelta(hours=2)
+        assert batch(cloud, [one_off(receiver, full, "a"), one_off(receiver, full, "b")]).status == 201
+
+        reply = batch(cloud, [one_off(receiver, free, "c"), one_off(receiver, full, "d")])
+
+        assert reply.status == 429, reply.body
+        assert (minute_count(cloud, full), minute_count(cloud, free)) == (2, 0)
+        assert len(listed(cloud)) == 2

@@ -29,6 +29,15 @@ def test_a_job_is_created_once_and_reads_back(store: JobStore) -> None:
     assert store.get_job("nope") is None
 
 
+def test_jobs_are_read_together_by_id_leaving_out_those_that_do_not_exist(store: JobStore) -> None:
+    jobs = [a_job(job_id=f"job-{n}", name=f"n{n}") for n in range(3)]
+    for job in jobs:
+        store.put_job_if_absent(job)
+    found = store.get_jobs(["job-2", "nope", "job-0", "job-2"])
+    assert {job_id: job.name for job_id, job in found.items()} == {"job-2": "n2", "job-0": "n0"}
+    assert store.get_jobs([]) == {}
+
+
 def test_a_change_is_written_only_over_the_version_read(store: JobStore) -> None:
     job = a_job()
     store.put_job_if_absent(job)

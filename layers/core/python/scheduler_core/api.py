@@ -205,7 +205,9 @@ def audit_entry(
     if isinstance(answer, dict):
         ids |= {name: str(answer[name]) for name in _ANSWER_IDS if name not in ids and answer.get(name)}
         if isinstance(answer.get("jobs"), list):  # a batch's
-            ids["job_ids"] = [str(job.get("job_id")) for job in answer["jobs"] if isinstance(job, dict)]
+            ids["job_ids"] = [
+                str(job["job_id"]) for job in answer["jobs"] if isinstance(job, dict) and job.get("job_id")
+            ]
     return {
         "tenant": tenant,
         "principal_arn": principal_arn,

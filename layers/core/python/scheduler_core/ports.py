@@ -98,6 +98,10 @@ class JobRecords(Protocol):
 
     def get_job(self, job_id: str) -> Job | None: ...
 
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist (strongly consistent), by id."""
+        ...
+
     def update_job_if_unchanged(
         self,
         before: Job,

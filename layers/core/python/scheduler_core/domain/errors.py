@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
@@ -18,6 +20,25 @@ class SchedulerError(Exception):
 
 def field_error(field_name: str, message: str) -> dict[str, str]:
     return {"field": field_name, "message": message}
+
+
+@contextlib.contextmanager
+def fields_within(item: str, named_in_message: bool = False) -> Iterator[None]:
+    """A refusal of one item of a request (`item`: `tasks[2]`, `jobs[3]`) names its fields
+    within the item (`jobs[3].target.url`), and with `named_in_message` its message starts
+    with the item. A quota's limit (429) keeps its own name: the deployment's, not the item's."""
+    try:
+        yield
+    except SchedulerError as error:
+        details = error.details
+        if error.status != 429:
+            details = [detail | {"field": _within(item, detail.get("field", ""))} for detail in details]
+        message = f"{item}: {error.message}" if named_in_message else error.message
+        raise SchedulerError(message, details, error.code, error.status) from error
+
+
+def _within(item: str, field_name: str) -> str:
+    return f"{item}.{field_name}" if field_name else item
 
 
 class InvalidRequest(SchedulerError):

@@ -8,6 +8,7 @@ Tenancy is enforced here: another tenant's job is indistinguishable from a missi
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -21,8 +22,8 @@ from scheduler_core.domain.errors import (
     Conflict,
     InvalidRequest,
     NotFound,
-    SchedulerError,
     field_error,
+    fields_within,
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.target_spec import HttpTarget
@@ -42,21 +43,26 @@ from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflows import WorkflowService
 
 
-def _batch_job_ids(batch_id: str, count: int) -> list[str]:
+class BatchPartlyMade(Exception):
+    """A batch's write that failed (`error`) after others were made (`job_ids`): the API
+    answers as `error` would, and audits the jobs made."""
+
+    def __init__(self, error: Exception, job_ids: list[str]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.job_ids = job_ids
+
+
+def _batch_job_ids(batch_id: str, requests: list[JobCreate]) -> list[str]:
     """The ids of a keyed batch's jobs: fixed by the batch's own id (its Idempotency-Key's),
-    so the batch sent again finds the jobs the first one wrote."""
-    return [uuid.uuid5(uuid.UUID(batch_id), str(index)).hex for index in range(count)]
-
-
-@contextlib.contextmanager
-def _fields_of_batch_item(index: int) -> Iterator[None]:
-    """A batch's job refused: its error names the job (`jobs[3].target.url`)."""
-    try:
-        yield
-    except SchedulerError as error:
-        error.message = f"jobs[{index}]: {error.message}"
-        error.details = [{**detail, "field": f"jobs[{index}].{detail['field']}"} for detail in error.details]
-        raise
+    each job's place in it and its body, so the batch sent again finds the jobs the first one
+    wrote, and a batch sent under the same key with other jobs (after the first failed) finds
+    none of them."""
+    namespace = uuid.UUID(batch_id)
+    return [
+        uuid.uuid5(namespace, f"{index}:{json.dumps(request.model_dump(mode='json'), sort_keys=True)}").hex
+        for index, request in enumerate(requests)
+    ]
 
 
 @contextlib.contextmanager
@@ -160,9 +166,18 @@ class JobService:
             idempotency_key,
             {"jobs": [request.model_dump(mode="json") for request in requests]},
             lambda batch_id: self._create_batch(tenant, requests, batch_id),
-            lambda batch_id: [self.get(tenant, job_id) for job_id in _batch_job_ids(batch_id, len(requests))],
+            lambda batch_id: self._made_by_batch(tenant, _batch_job_ids(batch_id, requests)),
             kind="batch",
         )
+
+    def _made_by_batch(self, tenant: str, job_ids: list[str]) -> list[Job]:
+        """The jobs of a keyed batch made before, as they are now (in one read)."""
+        found = self._store.get_jobs(job_ids)
+        for job_id in job_ids:
+            job = found.get(job_id)
+            if job is None or job.tenant != tenant or job.kind is not JobKind.JOB:
+                raise NotFound(f"job '{job_id}' not found")
+        return [found[job_id] for job_id in job_ids]
 
     def _create(self, tenant: str, request: JobCreate, job_id: str | None = None) -> Job:
         """A new job (`job_id`: the id an idempotency key gives it; if that job exists, it is
@@ -188,45 +203,59 @@ class JobService:
 
     def _create_batch(self, tenant: str, requests: list[JobCreate], batch_id: str | None = None) -> list[Job]:
         """`_create` for each request, the writes side by side (`runner`), one quota write
-        per counter and one send for the runs claimed at creation. A write that fails
-        raises once every other job is written and its runs sent: the batch answers 5xx, and
-        sent again with its Idempotency-Key it makes only the jobs still missing."""
+        per counter and one send for the runs claimed at creation. Sent again with its key
+        (`batch_id`), the jobs the first request made are answered as they are now (their
+        firings due soon claimed, if they were not), and only the missing ones are counted
+        and made. A write that fails raises `BatchPartlyMade` once the others are written,
+        claimed and sent."""
         now = self._clock.now()
-        ids: list[str | None] = list(_batch_job_ids(batch_id, len(requests))) if batch_id else [None] * len(requests)
+        ids = _batch_job_ids(batch_id, requests) if batch_id else [None] * len(requests)
         jobs = []
         for index, (request, job_id) in enumerate(zip(requests, ids, strict=True)):
-            with _fields_of_batch_item(index):
+            with fields_within(f"jobs[{index}]", named_in_message=True):
                 jobs.append(self._new_job(tenant, request, job_id, now))
-        outcomes: list[list[Run] | None | Exception] = []
+        existing = self._store.get_jobs([job.job_id for job in jobs]) if batch_id else {}
+        outcomes = self._put_batch([job for job in jobs if job.job_id not in existing], now)
+        self._enqueue_claimed(
+            [run for outcome in outcomes.values() if isinstance(outcome, list) for run in outcome]
+        )
+        made: list[Job] = []
+        for job in jobs:
+            outcome = outcomes.get(job.job_id)
+            if isinstance(outcome, list):
+                made.append(self._after_put(job, outcome, now))
+            elif not isinstance(outcome, Exception):  # made before, or its write retried
+                stored = existing.get(job.job_id) or self._store.get_job(job.job_id)
+                if stored is None or stored.tenant != tenant:
+                    raise RuntimeError(f"job id {job.job_id} clashed with another tenant's job")
+                made.append(self._after_put(stored, [], now))
+        failed = [outcome for outcome in outcomes.values() if isinstance(outcome, Exception)]
+        if failed:
+            raise BatchPartlyMade(failed[0], [job.job_id for job in made])
+        return made
 
-        def put_one(job: Job) -> list[Run] | None | Exception:
+    def _put_batch(self, jobs: list[Job], now: datetime) -> dict[str, list[Run] | Exception | None]:
+        """Write `jobs`, none of which exists (a new id each, or one read as missing), side by
+        side and within the tenant's quotas: by id, the runs each write claimed, or the error
+        it met, or None where the item was found there, which is this request's own write
+        retried by botocore after an answer was lost (no count is given back for it)."""
+        outcomes: dict[str, list[Run] | Exception | None] = {}
+
+        def put_one(job: Job) -> None:
             try:
-                return self._put_new(job, now)
+                outcomes[job.job_id] = self._put_new(job, now)
             except Exception as error:  # the others are written all the same
-                return error
+                outcomes[job.job_id] = error
 
         def put_all(batch: list[Job]) -> list[bool]:
-            outcomes.extend(self._runner.map(put_one, batch))
-            return [isinstance(outcome, list) for outcome in outcomes]
+            self._runner.map(put_one, batch)
+            return [not isinstance(outcomes.get(job.job_id), Exception) for job in batch]
 
         if self._quotas is None:
             put_all(jobs)
         else:
             self._quotas.making_each(jobs, put_all)
-        self._enqueue_claimed([run for outcome in outcomes if isinstance(outcome, list) for run in outcome])
-        failed = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
-        if failed:
-            raise failed[0]
-        made = []
-        for job, outcome in zip(jobs, outcomes, strict=True):
-            if outcome is None:  # made by the batch sent before with this key
-                if batch_id is None:
-                    raise RuntimeError(f"job id {job.job_id} clashed with an existing job")
-                made.append(self.get(tenant, job.job_id))
-            else:
-                assert not isinstance(outcome, Exception)  # raised above
-                made.append(self._after_put(job, outcome, now))
-        return made
+        return outcomes
 
     def _new_job(self, tenant: str, request: JobCreate, job_id: str | None, now: datetime) -> Job:
         """The job a create makes, admitted (`_admit_request`), not yet written."""

@@ -42,17 +42,17 @@ class TenantQuotas:
     def charge(self, tenant: str, charges: list[Charge]) -> None:
         """Take each count, or none: a refused one gives back those already taken."""
         taken: list[Charge] = []
-        for charge in charges:
-            if (
-                charge.count > charge.limit
-                or self._counters.charge_if_within(
-                    tenant, charge.counter, charge.limit, charge.expires_at, charge.count
-                )
-                is None
-            ):
-                self.refund(tenant, taken)
-                raise QuotaExceeded(charge.limit_name, _refusal(charge))
-            taken.append(charge)
+        with self._given_back_on_error(tenant, taken):  # a counter's write failing: none taken
+            for charge in charges:
+                if (
+                    charge.count > charge.limit
+                    or self._counters.charge_if_within(
+                        tenant, charge.counter, charge.limit, charge.expires_at, charge.count
+                    )
+                    is None
+                ):
+                    raise QuotaExceeded(charge.limit_name, _refusal(charge))
+                taken.append(charge)
 
     def refund(self, tenant: str, charges: list[Charge]) -> None:
         for charge in charges:
@@ -79,8 +79,7 @@ class TenantQuotas:
         """`put_all(jobs)`: a batch of one tenant's new jobs within their counts, as `making`
         does for one, with one write per counter for the whole batch (its one-offs due in
         the same minute take their counts at once). `put_all` says of each job whether it
-        was written; the counts of those that were not (existed, or their write failed) are
-        given back together."""
+        was written; the counts of those that were not are given back together."""
         if not jobs:
             return []
         charges = [charges_of(job, self.limits) for job in jobs]

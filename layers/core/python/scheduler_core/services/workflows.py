@@ -19,8 +19,8 @@ from scheduler_core.domain.errors import (
     InvalidRequest,
     NotFound,
     PreconditionFailed,
-    SchedulerError,
     field_error,
+    fields_within,
 )
 from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
@@ -167,7 +167,7 @@ class WorkflowService:
 
     def _check_target(self, tenant: str, index: int, task: TaskSpec) -> None:
         """A task's target checked as a job's, its error's fields named within the task."""
-        try:
+        with fields_within(f"tasks[{index}]"):
             self._targets.check(tenant, task.target)
             if isinstance(task.target, HttpTarget) and task.target.secret_headers:
                 reason = "is not kept for workflow tasks yet (only for jobs); send the header in headers"
@@ -176,11 +176,6 @@ class WorkflowService:
                 )
             if isinstance(task.target, HttpTarget) and self._signing is not None:
                 self._signing.ensure(tenant)
-        except SchedulerError as error:
-            error.details = [
-                detail | {"field": f"tasks[{index}].{detail['field']}"} for detail in error.details
-            ]
-            raise
 
     @staticmethod
     def _task_job(workflow: Job, task: TaskSpec) -> Job:

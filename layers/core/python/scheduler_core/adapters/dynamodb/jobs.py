@@ -54,6 +54,13 @@ class JobRecordsTable(TransactionalWrites):
         item = reply.get("Item")
         return self._codec.job_from_item(item) if item else None
 
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        found = self._get_items(
+            [to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}) for job_id in set(job_ids)]
+        )
+        jobs = (self._codec.job_from_item(item) for item in found.values())
+        return {job.job_id: job for job in jobs}
+
     def update_job_if_unchanged(
         self,
         before: Job,
