@@ -20,6 +20,8 @@ Figures (AWS Lambda developer guide):
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +32,13 @@ from moto.sqs.models import sqs_backends
 
 from bench.capacity.aws import ACCOUNT, REGION, SimulatedAws
 from bench.capacity.kernel import Sim
-from bench.capacity.latency import COLD_START, DELAYED_PICKUP_MAX_SECONDS, LONG_POLL_SECONDS, WARM_INVOKE
+from bench.capacity.latency import (
+    COLD_START,
+    DELAYED_PICKUP_MAX_SECONDS,
+    LONG_POLL_SECONDS,
+    TARGET_CALL_SECONDS,
+    WARM_INVOKE,
+)
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.queues import SqsMessageLease
 from scheduler_core.domain.messages import RunMessage
@@ -50,6 +58,8 @@ class ScalingMode:
 
 
 STANDARD = ScalingMode("standard", initial=5, per_minute=300, ceiling=1_000)
+# A standard mapping that has been serving a steady load: scaled up to its ceiling already.
+STANDARD_SCALED_UP = ScalingMode("standard, scaled up", initial=1_000, per_minute=300, ceiling=1_000)
 
 
 def provisioned(minimum_pollers: int) -> ScalingMode:
@@ -95,6 +105,8 @@ class FunctionStats:
     timeouts: int = 0
     peak_concurrency: int = 0
     busy_seconds: float = 0.0
+    modeled_invocations: int = 0  # left-out batches (sampled load), no code run
+    modeled_busy_seconds: float = 0.0
 
 
 class Function(Generic[Service]):
@@ -151,6 +163,35 @@ class Function(Generic[Service]):
             self.running -= 1
             self._account.release()
 
+    def invoke_modeled(self, seconds: Callable[[], float]) -> bool:
+        """A left-out batch's invocation (sampled load, `EventSourceMapping`): it holds one of
+        the account's concurrent executions for `seconds()` (drawn once it runs), in a warm
+        environment, and runs no code. False if Lambda throttled it."""
+        if not self._account.acquire(self.name):
+            return False
+        self.running += 1
+        self.stats.peak_concurrency = max(self.stats.peak_concurrency, self.running)
+        started = self._sim.env.now
+        try:
+            self._sim.sleep(self._aws.latency.draw(WARM_INVOKE) + seconds())
+            return True
+        finally:
+            self.stats.modeled_invocations += 1
+            self.stats.modeled_busy_seconds += self._sim.env.now - started
+            self.running -= 1
+            self._account.release()
+
+
+@dataclass(order=True)
+class _ShadowCohort:
+    """Left-out records of one queue (sampled load): `records` of them become receivable at
+    `visible_at` and are due at `due_at` (virtual seconds), as the real message they stand
+    beside."""
+
+    visible_at: float
+    due_at: float = field(compare=False)
+    records: int = field(compare=False)
+
 
 @dataclass
 class MappingStats:
@@ -162,12 +203,23 @@ class MappingStats:
     lambda_throttles: int = 0
     peak_concurrency: int = 0
     concurrency_over_time: list[tuple[float, int]] = field(default_factory=list)
+    modeled_batches: int = 0  # left-out batches (sampled load)
+    modeled_records: int = 0
 
 
 class EventSourceMapping:
     """An SQS event source mapping: pollers receive batches and invoke the worker; the
     records a batch did not fail are deleted; the rest come back after their visibility
-    timeout (or sooner if the worker hid them for less)."""
+    timeout (or sooner if the worker hid them for less).
+
+    Sampled load (`scenarios`): each real message sent stands beside `SimulatedAws.shadow`
+    left-out ones, receivable at the same moment and due at the same time. They wait on the
+    same queue, in the order they become receivable (the real message at a random place
+    among its own), and the pollers take them in batches as they take real ones: each
+    left-out batch holds a poller (the mapping's concurrency) and one of the account's
+    concurrent executions while its invocation waits for its runs' time and does a start,
+    the target's call and an end (drawn latencies), as the worker does; no code runs for it.
+    Their table writes are the sampled items' shadow units (`aws`)."""
 
     def __init__(
         self,
@@ -193,6 +245,9 @@ class EventSourceMapping:
         self.stats = MappingStats()
         self._clients = aws.clients("esm")
         self._changed = sim.env.event()
+        self._shadow: list[_ShadowCohort] = []  # a heap, by when they become receivable
+        self._shadow_carry = 0.0  # the fraction of a left-out record not yet queued
+        self._seen: set[str] = set()  # real messages already given their left-out peers
         aws.on_send(queue_url, self._notify)
 
     def start(self) -> None:
@@ -228,10 +283,10 @@ class EventSourceMapping:
         return sqs_backends[ACCOUNT][REGION].queues[self._queue_name]
 
     def has_visible_messages(self) -> bool:
-        return any(m.visible and not m.delayed for m in self._queue()._messages)
+        return self._shadow_receivable() or any(m.visible and not m.delayed for m in self._queue()._messages)
 
-    def seconds_to_next_visible(self) -> float | None:
-        """Virtual seconds until the next message becomes receivable (0: one is now)."""
+    def _real_receivable_at(self) -> float | None:
+        """Virtual seconds until the next real message becomes receivable (0: one is now)."""
         now_ms = self._sim.now().timestamp() * 1000.0
         soonest: float | None = None
         for message in self._queue()._messages:
@@ -242,9 +297,56 @@ class EventSourceMapping:
             return None
         return max(0.0, (soonest - now_ms) / 1000.0)
 
+    def seconds_to_next_visible(self) -> float | None:
+        """Virtual seconds until the next message, real or left out, becomes receivable."""
+        real = self._real_receivable_at()
+        if not self._shadow:
+            return real
+        shadow = max(0.0, self._shadow[0].visible_at - self._sim.env.now)
+        return shadow if real is None else min(real, shadow)
+
+    def _shadow_receivable(self) -> bool:
+        return bool(self._shadow) and self._shadow[0].visible_at <= self._sim.env.now
+
+    def _shadow_first(self) -> bool:
+        """Whether the next batch is left-out records: they became receivable before any real
+        message that is receivable now."""
+        if not self._shadow_receivable():
+            return False
+        real = self._real_receivable_at()
+        return real is None or real > 0 or self._shadow[0].visible_at <= self._oldest_real_visible_at()
+
+    def _oldest_real_visible_at(self) -> float:
+        messages = self._queue()._messages
+        times = [_became_visible_ms(m) for m in messages if m.visible and not m.delayed]
+        return self._virtual(min(times)) if times else math.inf
+
+    def _virtual(self, at_ms: float) -> float:
+        """The virtual second of a moment on moto's clock (milliseconds since the epoch)."""
+        return self._sim.env.now + (at_ms - self._sim.now().timestamp() * 1000.0) / 1000.0
+
     def _notify(self) -> None:
+        if self._aws.shadow > 0:
+            self._queue_left_out_peers()
         changed, self._changed = self._changed, self._sim.env.event()
         changed.succeed()
+
+    def _queue_left_out_peers(self) -> None:
+        """Each real message sent since last time gets its left-out peers: receivable and due
+        when it is, split before and after it at random."""
+        for message in self._queue()._messages:
+            if message.id in self._seen:
+                continue
+            self._seen.add(message.id)
+            visible_at = self._virtual(_became_visible_ms(message))
+            due_at = self._virtual(RunMessage.model_validate_json(message.body).due_ms)
+            peers = self._aws.shadow + self._shadow_carry
+            whole = int(peers)
+            self._shadow_carry = peers - whole
+            before = round(whole * self._aws.latency.uniform(0.0, 1.0))
+            for offset, records in ((-1e-6, before), (1e-6, whole - before)):
+                if records:
+                    heapq.heappush(self._shadow, _ShadowCohort(visible_at + offset, due_at, records))
 
     # --- pollers ----------------------------------------------------------------------
 
@@ -272,7 +374,10 @@ class EventSourceMapping:
                 continue
             self.busy += 1
             try:
-                self._receive_and_invoke()
+                if self._shadow_first():
+                    self._left_out_batch()
+                else:
+                    self._receive_and_invoke()
             finally:
                 self.busy -= 1
 
@@ -302,6 +407,38 @@ class EventSourceMapping:
                 Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done[first : first + 10])],
             )
 
+    def _left_out_batch(self) -> None:
+        """Up to a batch of receivable left-out records, as `_receive_and_invoke` handles real
+        ones: a receive, the worker's invocation (modeled), deletes."""
+        taken, due_at = 0, 0.0
+        real = self._oldest_real_visible_at()  # a batch takes none from behind a real message
+        while taken < self.batch_size and self._shadow_receivable() and self._shadow[0].visible_at <= real:
+            cohort = self._shadow[0]
+            take = min(self.batch_size - taken, cohort.records)
+            taken += take
+            due_at = max(due_at, cohort.due_at)
+            cohort.records -= take
+            if cohort.records == 0:
+                heapq.heappop(self._shadow)
+        self.stats.modeled_batches += 1
+        self.stats.modeled_records += taken
+        latency = self._aws.latency
+        self._sim.sleep(latency.call("sqs", "ReceiveMessage"))
+
+        def invocation_seconds() -> float:
+            # Its records side by side: wait for the last one's time, then a start, the
+            # target's call and an end (the slowest of them, roughly one of each).
+            wait = max(0.0, due_at - self._sim.env.now)
+            return wait + 2 * latency.call("dynamodb", "UpdateItem") + TARGET_CALL_SECONDS
+
+        if not self._function.invoke_modeled(invocation_seconds):
+            self.stats.lambda_throttles += 1
+            heapq.heappush(self._shadow, _ShadowCohort(self._sim.env.now, due_at, taken))
+            self._sim.sleep(1.0)
+            return
+        for _ in range(math.ceil(taken / 10)):
+            self._sim.sleep(latency.call("sqs", "DeleteMessageBatch"))
+
     def _batch(self, container: Container[RunExecutor], messages: list[dict[str, Any]]) -> list[str]:
         """The worker's handler: the batch's records concurrently (one thread each in the
         real handler, one task each here); the receipt handles of the records that succeeded."""
@@ -325,6 +462,12 @@ class EventSourceMapping:
             lease.hide_for(max(0, int(early.seconds) - 1))
             return False
         return True
+
+
+def _became_visible_ms(message: Any) -> float:
+    """When a moto message became (or becomes) receivable: sent, delayed, or hidden by a
+    receive until then (moto's `visible_at` is 0 until a receive sets it)."""
+    return float(max(message.sent_timestamp or 0, message.delayed_until or 0, message.visible_at or 0))
 
 
 class PollSchedule:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bench.capacity.lambdas import STANDARD_SCALED_UP
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
 from scheduler_core.composition import build_store
@@ -418,15 +419,18 @@ def midnight(
     shards: int | None = None,
     claim_parallelism: int | None = None,
     warm_wcu: float | None = None,
+    queue_concurrency: dict[Priority, int] | None = None,
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
     `warm_wcu`: the table and its indexes pre-warmed to serve that many write units a second
-    at once (context `table_capacity.warm.write`); else they serve double PREVIOUS_PEAK_WCU."""
+    at once (context `table_capacity.warm.write`); else they serve double PREVIOUS_PEAK_WCU.
+    `queue_concurrency`: each mapping's most concurrent batches (context `queue_capacity`)."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
-    return _one_off_burst("midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu) | {
-        "goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(total / 60.0)}
-    }
+    burst = _one_off_burst(
+        "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, queue_concurrency
+    )
+    return burst | {"goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(total / 60.0)}}
 
 
 def burst_10m(
@@ -435,14 +439,16 @@ def burst_10m(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
+    queue_concurrency: dict[Priority, int] | None = None,
 ) -> dict[str, Any]:
     """10,000,000 one-offs (times `scale`) due evenly over one minute, a fraction f run for
     real (the issue asks what this takes and how late the last fires: no goal of its own)."""
     total = max(1, round(BURST_JOBS * scale))
     f = fraction if fraction is not None else BURST_FRACTION
-    return _one_off_burst("burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism) | {
-        "goal": {"runs_per_second_needed": round(total / BURST_SPREAD_SECONDS)}
-    }
+    burst = _one_off_burst(
+        "burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism, None, queue_concurrency
+    )
+    return burst | {"goal": {"runs_per_second_needed": round(total / BURST_SPREAD_SECONDS)}}
 
 
 def _one_off_burst(
@@ -454,6 +460,7 @@ def _one_off_burst(
     shards: int | None,
     claim_parallelism: int | None,
     warm_wcu: float | None = None,
+    queue_concurrency: dict[Priority, int] | None = None,
 ) -> dict[str, Any]:
     """`total` one-offs due evenly over `spread_seconds` from virtual second
     MIDNIGHT_DUE_SECOND (all in that second when 0), created days before."""
@@ -468,6 +475,7 @@ def _one_off_burst(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=previous_peak,
+        max_concurrency=queue_concurrency,
     )
     due = world.sim.start + timedelta(seconds=MIDNIGHT_DUE_SECOND)
     step = timedelta(seconds=spread_seconds / sampled)
@@ -517,8 +525,10 @@ def steady(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
+    queue_concurrency: dict[Priority, int] | None = None,
 ) -> dict[str, Any]:
-    """100,000 runs a minute (times `scale`) for 10 minutes: half cron, half one-off."""
+    """100,000 runs a minute (times `scale`) for 10 minutes: half cron, half one-off. The
+    queue mappings start scaled up to their ceiling, as a steady load leaves them."""
     per_minute = max(2, round(STEADY_RUNS_PER_MINUTE * scale))
     f = fraction if fraction is not None else STEADY_FRACTION
     crons = _sampled_count(per_minute // 2, f)
@@ -531,6 +541,8 @@ def steady(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=PREVIOUS_PEAK_WCU,
+        max_concurrency=queue_concurrency,
+        mode=STANDARD_SCALED_UP,
     )
     first = world.sim.start + timedelta(seconds=STEADY_FIRST_SECOND)
     last_cron = first + timedelta(minutes=STEADY_MINUTES - 1)

@@ -64,3 +64,55 @@ def test_provisioned_mode_starts_at_its_minimum_and_scales_faster():
         assert mapping.busy == 20
         world.sim.run(until=2.5)
         assert mapping.busy == 40  # every batch in flight, where standard mode has 15
+
+
+def test_a_sampled_message_waits_in_line_with_its_left_out_peers_who_hold_the_mappings_batches():
+    world = World(seed=1, fraction=0.01)  # each real message stands beside 99 left out
+    with world.running():
+        assert world.aws.shadow == 99
+        worker: Function[Any] = Function(
+            "worker", world.sim, world.aws, world.account, lambda _: SlowExecutor(world), 900
+        )
+        url = world.settings.queue_url(Priority.NORMAL)
+        mapping = EventSourceMapping(world.sim, world.aws, worker, url, 10, max_concurrency=2)
+        received: list[tuple[float, int, list[tuple[float, int]]]] = []
+        receive = mapping._receive_and_invoke
+
+        def noting_the_line() -> None:  # what was taken, and what still waits, as it is received
+            waiting = [(cohort.visible_at, cohort.records) for cohort in mapping._shadow]
+            received.append((world.sim.env.now, mapping.stats.modeled_records, waiting))
+            receive()
+
+        mapping._receive_and_invoke = noting_the_line  # type: ignore[method-assign]
+        due_ms = int(world.sim.now().timestamp() * 1000) + 5_000
+        body = RunMessage(job_id="j", run_id=f"j:{due_ms}", scheduled_for_ms=due_ms, attempt=1)
+        world.aws.plain_client("sqs").send_message(QueueUrl=url, MessageBody=body.model_dump_json())
+        mapping._notify()  # as a send through the simulated clients does
+        mapping.start()
+        world.sim.run(until=30.0)
+
+    assert mapping.stats.modeled_records == 99  # every peer taken, once
+    # 84 ahead of it in batches of 10 (the last of 4: none taken from behind it), 15 after.
+    assert mapping.stats.modeled_batches == worker.stats.modeled_invocations == 9 + 2
+    assert mapping.stats.peak_concurrency <= 2
+    [(at, taken, waiting)] = received
+    # Those ahead of it in line (this seed: 84) were all taken first; those behind it wait.
+    assert taken == 84
+    assert [records for _, records in waiting] == [15]
+    assert all(visible_at > 0 for visible_at, _ in waiting)
+    # The first two peer batches held both of the mapping's batches until the runs' time.
+    assert at >= 5.0
+    assert worker.stats.modeled_busy_seconds >= 2 * 5.0
+
+
+def test_unsampled_load_has_no_left_out_peers():
+    world = World(seed=3)
+    with world.running():
+        mapping = _mapping(world, max_concurrency=20)
+        mapping._notify()
+        mapping.start()
+        world.sim.run(until=1.0)
+    assert mapping.stats.modeled_records == 0
+
+
+SEED = 6
