@@ -360,7 +360,7 @@ def job_control(s: Scheduler, receiver: WebhookReceiver) -> None:
 
 def idempotent_creates(s: Scheduler, receiver: WebhookReceiver) -> None:
     """Idempotency-Key: a create sent again, the key with another body, a failed create
-    (its record deleted) and the key used again."""
+    (its record deleted) and the key used again; a batch sent again."""
     clock = s.clock
     body = hook(receiver.answer_on("once"), clock.now() + timedelta(hours=1))
     first = s.ok("POST", "/v1/jobs", body, 201, headers={"Idempotency-Key": "k1"})
@@ -370,6 +370,11 @@ def idempotent_creates(s: Scheduler, receiver: WebhookReceiver) -> None:
     past = hook(receiver.answer_on("once"), clock.now() - timedelta(hours=1))
     s.ok("POST", "/v1/jobs", past, 422, headers={"Idempotency-Key": "k2"})
     s.ok("POST", "/v1/jobs", body | {"name": "fixed"}, 201, headers={"Idempotency-Key": "k2"})
+    # A batch, made then sent again: the second reads the jobs the first made, in one read.
+    soon = hook(receiver.answer_on("batch"), clock.now() + timedelta(seconds=30))
+    jobs = {"jobs": [body | {"name": "b0"}, soon | {"name": "b1"}]}
+    made = s.ok("POST", "/v1/jobs/batch", jobs, 201, headers={"Idempotency-Key": "b1"})
+    assert s.ok("POST", "/v1/jobs/batch", jobs, 201, headers={"Idempotency-Key": "b1"}) == made
 
 
 def listings(s: Scheduler) -> None:
