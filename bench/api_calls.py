@@ -72,8 +72,8 @@ class ClaimRoute:
 
 NEAR = ClaimRoute("near", "due within the lookahead: claimed and enqueued at creation")
 FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll")
-NEAR_BATCH = ClaimRoute("near-batch", "as near, made in batches of 100 (POST /v1/jobs/batch)", True)
-FAR_BATCH = ClaimRoute("far-batch", "as far, made in batches of 100 (POST /v1/jobs/batch)", True)
+NEAR_BATCH = ClaimRoute("near-batch", "as near, made in keyed batches of 100 (POST /v1/jobs/batch)", True)
+FAR_BATCH = ClaimRoute("far-batch", "as far, made in keyed batches of 100 (POST /v1/jobs/batch)", True)
 # One run first, counted apart: this process's first create and batch load botocore models
 # and build clients, which a warm Lambda has done already (and would bill as a cold start).
 WARM_UP = ClaimRoute("warm", "one near run before the measured ones, not counted")
@@ -166,9 +166,10 @@ class RequestCounter:
             }
             for i in range(count)
         ]
-        if route.batched:
+        if route.batched:  # with an Idempotency-Key, as docs/api.md tells a batch's sender
+            key = {"Idempotency-Key": f"bench-{route.name}-{uuid.uuid4().hex}"}
             with self.invocation(f"{route.name}:create", timeout_seconds=25) as context:
-                made = self._api("/v1/jobs/batch", {"jobs": bodies}, context)
+                made = self._api("/v1/jobs/batch", {"jobs": bodies}, context, key)
             return [job["job_id"] for job in made["jobs"]]
         job_ids = []
         for body in bodies:
@@ -176,9 +177,15 @@ class RequestCounter:
                 job_ids.append(self._api("/v1/jobs", body, context)["job_id"])
         return job_ids
 
-    def _api(self, path: str, body: dict[str, Any], context: BenchLambdaContext) -> dict[str, Any]:
+    def _api(
+        self,
+        path: str,
+        body: dict[str, Any],
+        context: BenchLambdaContext,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """A `POST` to the api function as API Gateway hands it one signed by the bench's caller."""
-        reply = api_handler(rest_event("POST", path, body, TENANT), context, jobs=self.jobs)
+        reply = api_handler(rest_event("POST", path, body, TENANT, headers), context, jobs=self.jobs)
         answer: dict[str, Any] = json.loads(reply["body"])
         if reply["statusCode"] != 201:
             raise RuntimeError(f"POST {path} answered {reply['statusCode']}: {answer}")
@@ -264,11 +271,13 @@ class RequestCounter:
         return job_ids
 
 
-def rest_event(method: str, path: str, body: Any, caller: str) -> dict[str, Any]:
+def rest_event(
+    method: str, path: str, body: Any, caller: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A REST API proxy request as API Gateway hands it to the api function, signed by
     `caller` (an IAM user's ARN) as `infra.local.api_gateway` makes it."""
     user = principal_id(caller)
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **(headers or {})}
     return {
         "resource": path,
         "path": path,
