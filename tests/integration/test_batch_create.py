@@ -366,3 +366,25 @@ def test_a_batch_refused_for_one_minute_takes_no_count_of_another(
         assert reply.status == 429, reply.body
         assert (minute_count(cloud, full), minute_count(cloud, free)) == (2, 0)
         assert len(listed(cloud)) == 2
+
+
+class FailingRunner:
+    """A runner that runs the first item, then cannot start another thread."""
+
+    def map(self, work: Any, items: Any) -> list[Any]:
+        first, *_ = items
+        work(first)
+        raise RuntimeError("can't start new thread")
+
+
+def test_a_runner_that_fails_part_way_keeps_every_count_and_answers_what_it_made(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cloud.jobs, "_runner", FailingRunner())
+    at = clock.now() + timedelta(hours=1)
+
+    reply = batch(cloud, [one_off(receiver, at, f"j{i}") for i in range(3)], key="k")
+
+    assert reply.status == 500, reply.body
+    assert len(listed(cloud)) == 1
+    assert minute_count(cloud, at) == 3  # the runner's writes may yet land: none given back

@@ -248,7 +248,13 @@ class JobService:
                 outcomes[job.job_id] = error
 
         def put_all(batch: list[Job]) -> list[bool]:
-            self._runner.map(put_one, batch)
+            try:
+                self._runner.map(put_one, batch)
+            except Exception as error:  # the runner's own failure (a thread that would not start)
+                # Writes it started may still land: every count is kept (stricter, never looser).
+                for job in batch:
+                    outcomes.setdefault(job.job_id, error)
+                return [True] * len(batch)
             return [not isinstance(outcomes.get(job.job_id), Exception) for job in batch]
 
         if self._quotas is None:
