@@ -142,6 +142,31 @@ def _run_until_fired(
             break
 
 
+# What `not_fired` shows of a job whose run never arrived (its kept run's attributes: `r_`).
+_STATE = ("status", "next_fire_at_ms", "due_pk", "due_sk", "version")
+
+
+def _not_fired(world: World, most: int = 10) -> list[dict[str, Any]]:
+    """Up to `most` jobs whose run has not arrived, as the table holds them at the end: where
+    each stopped (claimed and queued, running, waiting for a poll), to tell late from lost."""
+    fired = {run_id.split(":", 1)[0] for run_id in world.arrivals.by_run}
+    ddb = world.aws.plain_client("dynamodb")
+    found: list[dict[str, Any]] = []
+    for page in ddb.get_paginator("scan").paginate(TableName=world.settings.jobs_table_name):
+        for item in page["Items"]:
+            job_id = item["pk"]["S"].removeprefix("JOB#")
+            if item["sk"]["S"] != keys.JOB_SK or job_id in fired:
+                continue
+            state = {name: next(iter(value.values())) for name, value in item.items() if name in _STATE}
+            state |= {
+                name: next(iter(value.values())) for name, value in item.items() if name.startswith("r_")
+            }
+            found.append({"job_id": job_id, **state})
+            if len(found) >= most:
+                return found
+    return found
+
+
 def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: float) -> dict[str, Any]:
     usage = world.aws.usage
     arrivals = world.arrivals
@@ -178,6 +203,7 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
         "runs_expected": expected_runs,
         "runs_fired": fired,
         "missed": max(0, expected_runs - fired),
+        "not_fired": _not_fired(world) if fired < expected_runs else [],
         "duplicated": arrivals.duplicated(),
         "lateness_ms": {
             "p50": _round(percentile(lateness, 0.50)),
