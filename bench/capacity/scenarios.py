@@ -35,10 +35,12 @@ they compete with the sampled jobs for a shared resource:
       full bucket (`aws.SimulatedAws._shadow_calls`). So a poll lasts as long as the full
       bucket's, stops before the poller's 60 s timeout when the full bucket would, and the
       last sampled claims and sends come as late as the full bucket's last.
-Not shadowed: the worker side (SQS, the event source mappings' concurrency, Lambda's account
-concurrency). Sampled runs meet only each other there, so the report adds
-`worker_capacity`: the records per second the mappings' maximum concurrency can do with the
-invocation time measured in the sample, beside the rate the full load asks for.
+  (c) the worker side: each real message sent stands beside (1/f - 1) left-out ones on its
+      queue, receivable and due when it is; the mappings take them in batches in the order
+      they became receivable, each batch holding one of the mapping's concurrent batches and
+      one of the account's executions while it waits for its runs' time and does a start, a
+      call and an end (`lambdas.EventSourceMapping`). The report's `worker_capacity` is what
+      the sampled batches alone would do.
 """
 
 from __future__ import annotations
