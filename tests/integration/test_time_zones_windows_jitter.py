@@ -242,17 +242,20 @@ def test_a_firing_jittered_further_than_sqs_can_delay_waits_in_the_due_index(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     at = clock.now() + timedelta(seconds=60)
-    # The offset is a hash of the (random) job id: take a job whose offset is beyond 900 s.
+    # The offset is a hash of the (random) job id: take a job whose offset is beyond 900 s
+    # (SQS's longest delay) and the lookahead after it.
     for _ in range(10):
         job = cloud.create(http_job(receiver, name="tz", at=iso(at), jitter_seconds=86_400))
         starts = jittered(ScheduleSpec.model_validate(job["schedule"]), job["job_id"], at, None)
-        if starts - at > timedelta(seconds=1000):
+        if starts - at > timedelta(seconds=1100):
             break
         cloud.call("DELETE", f"/v1/jobs/{job['job_id']}")
     else:
-        pytest.fail("no job with an offset beyond 1000 s in 10 tries")
-    clock.move_to(at)
-    cloud.deliver()  # runs (cancelled) of the jobs deleted above, if any
+        pytest.fail("no job with an offset beyond 1100 s in 10 tries")
+    # Past every delay SQS allows: the runs (cancelled) of the jobs deleted above, sent at
+    # their creation delayed up to 900 s, have all arrived and are dropped.
+    clock.move_to(at + timedelta(seconds=901))
+    cloud.deliver()
     receiver.requests.clear()
 
     [run] = runs(cloud, job["job_id"])
