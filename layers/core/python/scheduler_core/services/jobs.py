@@ -36,7 +36,7 @@ from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.job_control import JobControl, JobControlStore
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
-from scheduler_core.services.quotas import TenantQuotas, put_counted
+from scheduler_core.services.quotas import TenantQuotas, put_counted, put_counted_each
 from scheduler_core.services.secret_headers import SecretHeaders
 from scheduler_core.services.signing import SigningSecrets
 from scheduler_core.services.target_check import TargetCheck
@@ -257,10 +257,7 @@ class JobService:
                 return [True] * len(batch)
             return [not isinstance(outcomes.get(job.job_id), Exception) for job in batch]
 
-        if self._quotas is None:
-            put_all(jobs)
-        else:
-            self._quotas.making_each(jobs, put_all)
+        put_counted_each(self._quotas, jobs, put_all)
         return outcomes
 
     def _new_job(self, tenant: str, request: JobCreate, job_id: str | None, now: datetime) -> Job:

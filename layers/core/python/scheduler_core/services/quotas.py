@@ -67,12 +67,7 @@ class TenantQuotas:
     def making(self, job: Job, put: Callable[[], bool]) -> bool:
         """`put()` the new `job`'s item(s) within its counts: taken first (so a refused job
         writes nothing), given back if `put` wrote nothing (the job existed) or raised."""
-        charges = charges_of(job, self.limits)
-        self.charge(job.tenant, charges)
-        with self._given_back_on_error(job.tenant, charges):
-            written = put()
-        if not written:
-            self.refund(job.tenant, charges)
+        [written] = self.making_each([job], lambda _: [put()])
         return written
 
     def making_each(self, jobs: list[Job], put_all: Callable[[list[Job]], list[bool]]) -> list[bool]:
@@ -140,6 +135,13 @@ class TenantQuotas:
 def put_counted(quotas: TenantQuotas | None, job: Job, put: Callable[[], bool]) -> bool:
     """`put()` a new job or workflow within its tenant's quotas (None: not counted)."""
     return put() if quotas is None else quotas.making(job, put)
+
+
+def put_counted_each(
+    quotas: TenantQuotas | None, jobs: list[Job], put_all: Callable[[list[Job]], list[bool]]
+) -> list[bool]:
+    """`put_all(jobs)`, a batch of new jobs, within their tenant's quotas (None: not counted)."""
+    return put_all(jobs) if quotas is None else quotas.making_each(jobs, put_all)
 
 
 def _refusal(charge: Charge) -> str:
