@@ -40,6 +40,7 @@ from bench.report import table
 from bench.stack import TENANT, BenchStack, DeployedFunction, environment, moto_session
 from functions.api.handler import handler as api_handler
 from functions.poller.handler import handler as poller_handler
+from infra.local.api_gateway import proxy_event
 from infra.local.cloud import STACK_NAME
 from infra.local.deployment import REGION
 from infra.local.identity import principal_id
@@ -275,32 +276,25 @@ def rest_event(
     method: str, path: str, body: Any, caller: str, headers: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """A REST API proxy request as API Gateway hands it to the api function, signed by
-    `caller` (an IAM user's ARN) as `infra.local.api_gateway` makes it."""
+    `caller` (an IAM user's ARN), as the local cloud's gateway makes it."""
     user = principal_id(caller)
-    headers = {"Content-Type": "application/json", **(headers or {})}
-    return {
-        "resource": path,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": None,
-        "stageVariables": None,
-        "requestContext": {
-            "accountId": ACCOUNT,
-            "resourcePath": path,
-            "httpMethod": method,
-            "path": f"/prod{path}",
-            "stage": "prod",
-            "requestId": str(uuid.uuid4()),
-            "identity": {"userArn": caller, "caller": user, "user": user, "accountId": ACCOUNT},
-            "protocol": "HTTP/1.1",
-        },
-        "body": json.dumps(body),
-        "isBase64Encoded": False,
+    identity = {
+        "sourceIp": "127.0.0.1",
+        "userArn": caller,
+        "caller": user,
+        "user": user,
+        "accountId": ACCOUNT,
     }
+    return proxy_event(
+        method,
+        path,
+        path,
+        {"Content-Type": "application/json", **(headers or {})},
+        json.dumps(body).encode(),
+        identity,
+        stage="prod",
+        account=ACCOUNT,
+    )
 
 
 def _fixed_poll_call(call: Call) -> bool:

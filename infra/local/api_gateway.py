@@ -173,42 +173,72 @@ class ApiGateway:
         body: bytes,
         params: dict[str, str],
     ) -> dict[str, Any]:
-        multi_query = parse_qs(query, keep_blank_values=True)
         caller = headers.pop(CALLER_HEADER, None) or headers.pop(CALLER_HEADER.lower(), None)
         identity: dict[str, Any] = {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent")}
         if route.authorization == "AWS_IAM":
             arn = caller_arn(caller or self._default_caller, self._account)
             user = principal_id(arn, self._principal_ids)
             identity |= {"userArn": arn, "caller": user, "user": user, "accountId": self._account}
-        try:
-            text, encoded = body.decode(), False
-        except UnicodeDecodeError:
-            text, encoded = base64.b64encode(body).decode(), True
-        return {
-            "resource": route.resource,
-            "path": path,
+        return proxy_event(
+            method,
+            path,
+            route.resource,
+            headers,
+            body,
+            identity,
+            query=query,
+            params=params,
+            stage=self._stage,
+            account=self._account,
+            api_id=route.api_id,
+        )
+
+
+def proxy_event(
+    method: str,
+    path: str,
+    resource: str,
+    headers: dict[str, str],
+    body: bytes,
+    identity: dict[str, Any],
+    *,
+    query: str = "",
+    params: dict[str, str] | None = None,
+    stage: str,
+    account: str,
+    api_id: str = "local",
+) -> dict[str, Any]:
+    """A REST API (v1) proxy request as API Gateway hands it to a Lambda function."""
+    multi_query = parse_qs(query, keep_blank_values=True)
+    try:
+        text, encoded = body.decode(), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode(), True
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
+        "multiValueQueryStringParameters": multi_query or None,
+        "pathParameters": params or None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": account,
+            "apiId": api_id,
+            "resourcePath": resource,
             "httpMethod": method,
-            "headers": headers,
-            "multiValueHeaders": {k: [v] for k, v in headers.items()},
-            "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
-            "multiValueQueryStringParameters": multi_query or None,
-            "pathParameters": params or None,
-            "stageVariables": None,
-            "requestContext": {
-                "accountId": self._account,
-                "apiId": route.api_id,
-                "resourcePath": route.resource,
-                "httpMethod": method,
-                "path": f"/{self._stage}{path}",
-                "stage": self._stage,
-                "requestId": str(uuid.uuid4()),
-                "requestTimeEpoch": int(time.time() * 1000),
-                "identity": identity,
-                "protocol": "HTTP/1.1",
-            },
-            "body": text if body else None,
-            "isBase64Encoded": encoded,
-        }
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": str(uuid.uuid4()),
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": identity,
+            "protocol": "HTTP/1.1",
+        },
+        "body": text if body else None,
+        "isBase64Encoded": encoded,
+    }
 
 
 def _json(status: int, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
