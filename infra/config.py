@@ -57,6 +57,9 @@ class QueueCapacity:
 
     batch_size: int
     max_concurrency: int
+    # How long a poller gathers records for a batch before it invokes the worker (0: it
+    # invokes with what one receive returns). Batches above 10 need one (AWS).
+    batching_window_seconds: int = 0
 
 
 # Sizing shards from a target rate (context `target_runs_per_minute`, `shards_needed`). A poll
@@ -153,6 +156,9 @@ class SchedulerConfig:
     target_function_arns: tuple[str, ...]
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
+    # The worker's memory, and with it its share of a vCPU (1,769 MB is one): a batch's records
+    # share it.
+    worker_memory_mb: int = 512
     table_capacity: TableCapacity = field(default_factory=lambda: ON_DEMAND)
     # The runs a minute the deployment is sized for (None: not declared); `shards` must be at
     # least `shards_needed` for it.
@@ -193,6 +199,7 @@ class SchedulerConfig:
         _check_range("delivery_lead_seconds", self.delivery_lead_seconds, 0, 5)
         _check_range("resend_after_seconds", self.resend_after_seconds, 1, 3600)
         _check_range("worker_timeout_seconds", self.worker_timeout_seconds, 1, 900)
+        _check_range("worker_memory_mb", self.worker_memory_mb, 128, 10_240)  # Lambda's bounds
         # Fewer receives would send a message to the DLQ after a couple of throttles.
         _check_range("max_receive_count", self.max_receive_count, 5, 1000)
         _check_range("run_retention_days", self.run_retention_days, 1, 3650)
@@ -231,8 +238,9 @@ class SchedulerConfig:
         if set(self.queue_capacity) != set(PRIORITIES):
             raise ConfigError(f"context queue_capacity needs exactly the keys {PRIORITIES}")
         for priority, capacity in self.queue_capacity.items():
-            # Without a batching window SQS event sources take at most 10 messages.
-            _check_range(f"queue_capacity.{priority}.batch_size", capacity.batch_size, 1, 10)
+            # The worker runs a batch's records side by side, a thread each: 100 at most.
+            _check_range(f"queue_capacity.{priority}.batch_size", capacity.batch_size, 1, 100)
+            _check_batching_window(priority, capacity, self.delivery_lead_seconds)
             # Lambda's own bounds for an SQS event source's maximum concurrency.
             _check_range(f"queue_capacity.{priority}.max_concurrency", capacity.max_concurrency, 2, 1000)
         patterns = [
@@ -285,12 +293,13 @@ class SchedulerConfig:
             max_receive_count=required_int("max_receive_count"),
             run_retention_days=required_int("run_retention_days"),
             log_level=str(required("log_level")).upper(),
-            queue_capacity=_queue_capacity(required("queue_capacity")),
+            queue_capacity=parse_queue_capacity(required("queue_capacity")),
             target_queue_arns=_arn_list(node, "target_queue_arns"),
             target_topic_arns=_arn_list(node, "target_topic_arns"),
             target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
             target_function_arns=_arn_list(node, "target_function_arns"),
             claim_parallelism=required_int("claim_parallelism"),
+            worker_memory_mb=required_int("worker_memory_mb"),
             table_capacity=_table_capacity(required("table_capacity")),
             target_runs_per_minute=_optional_int(node, "target_runs_per_minute"),
             customer_managed_keys=_bool(required("customer_managed_keys"), "customer_managed_keys"),
@@ -317,6 +326,24 @@ def output_variable(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).upper()
 
 
+# The context docs/operations/deploy.md gives for 100,000 runs a minute (and a million due in
+# one second), over cdk.json's defaults: the settings of Benchmarks' "tuned" rows and of its
+# cost table. Mappings take batches of 100, gathered for up to a second (under the 2 s delivery
+# lead), so an invocation's wait for its runs' time is shared by a hundred runs; the caps leave
+# a burst room to drain (a steady 100,000 a minute keeps about 42 batches busy); a worker of
+# 1,024 MB has the CPU a hundred records ask for (`python -m bench --only worker-cpu`).
+HIGH_VOLUME_CONTEXT: dict[str, Any] = {
+    "shards": 64,
+    "claim_parallelism": 32,
+    "poller_reserved_concurrency": 128,
+    "worker_memory_mb": 1024,
+    "queue_capacity": {
+        priority: {"batch_size": 100, "batching_window_seconds": 1, "max_concurrency": concurrency}
+        for priority, concurrency in (("HIGH", 125), ("NORMAL", 375), ("LOW", 125))
+    },
+}
+
+
 def cdk_json_context() -> dict[str, Any]:
     """The context defaults in cdk.json (the CDK CLI passes them itself; plain Python does not)."""
     context: dict[str, Any] = json.loads(CDK_JSON.read_text())["context"]
@@ -338,18 +365,41 @@ def _json_value(key: str, value: Any) -> Any:
         raise ConfigError(f"context {key} must be JSON, got {value!r}") from error
 
 
-def _queue_capacity(value: Any) -> dict[str, QueueCapacity]:
+def _check_batching_window(priority: str, capacity: QueueCapacity, lead_seconds: int) -> None:
+    """A window holds a message that long before the worker sees it: it must fit inside the
+    delivery lead, or a lone message reaches the worker after its run's time."""
+    name = f"queue_capacity.{priority}"
+    window = capacity.batching_window_seconds
+    if capacity.batch_size > 10 and window < 1:
+        raise ConfigError(
+            f"context {name}.batch_size {capacity.batch_size} needs a batching window: SQS event sources "
+            "take more than 10 messages only with one; set batching_window_seconds to 1"
+        )
+    _check_range(f"{name}.batching_window_seconds", window, 0, 300)  # Lambda's bounds
+    if window and window >= lead_seconds:
+        raise ConfigError(
+            f"context {name}.batching_window_seconds {window} must be below delivery_lead_seconds "
+            f"({lead_seconds}): a window holds a message that long, and it must still reach the worker "
+            "before its run's time"
+        )
+
+
+def parse_queue_capacity(value: Any) -> dict[str, QueueCapacity]:
+    """Context `queue_capacity`: each priority's mapping settings."""
     capacity = _json_value("queue_capacity", value)
     try:
         return {
             str(priority): QueueCapacity(
-                batch_size=int(limits["batch_size"]), max_concurrency=int(limits["max_concurrency"])
+                batch_size=int(limits["batch_size"]),
+                max_concurrency=int(limits["max_concurrency"]),
+                batching_window_seconds=int(limits.get("batching_window_seconds", 0)),
             )
             for priority, limits in capacity.items()
         }
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ConfigError(
-            'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n}'
+            'context queue_capacity must map each priority to {"batch_size": n, "max_concurrency": n} '
+            '(and, optionally, "batching_window_seconds": n)'
         ) from error
 
 

@@ -53,11 +53,14 @@ class Workers(Construct):
             layers=layers.all,
             log_level=config.log_level,
             timeout=Duration.seconds(config.worker_timeout_seconds),
+            memory_size=config.worker_memory_mb,
             keys=keys,
             environment={
                 # Whatever the worker puts in the due index (lease timers, retries past SQS's
                 # 900 s delay) must land in a shard some poller reads, with the same timers.
                 **shared_environment(config, store, queues),
+                # One thread (and AWS and HTTP connection) per record of its largest batch.
+                "WORKER_BATCH_SIZE": str(max(c.batch_size for c in config.queue_capacity.values())),
                 # A started run belongs to its worker as long as its message stays invisible.
                 "RUN_LEASE_SECONDS": str(config.visibility_timeout_seconds),
                 # What HTTP targets may reach; the key that opens secret headers and signing secrets.
@@ -94,7 +97,7 @@ class Workers(Construct):
                 event_sources.SqsEventSource(
                     queues.by_priority[priority],
                     batch_size=capacity.batch_size,
-                    max_batching_window=Duration.seconds(0),
+                    max_batching_window=Duration.seconds(capacity.batching_window_seconds),
                     max_concurrency=capacity.max_concurrency,
                     report_batch_item_failures=True,
                 )

@@ -26,15 +26,14 @@ from scheduler_core.observability import logger, metrics, tracer
 from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 from scheduler_core.settings import settings_from_env
 
-MAX_BATCH = 10  # SQS's largest batch for a standard queue without a batching window
-
 
 @lru_cache(maxsize=1)
 def record_threads() -> ThreadPoolExecutor:
-    """One thread per record of the largest batch (SQS hands at most 10): asyncio's default
-    pool has min(32, CPUs + 4) threads, 6 on a 2-CPU worker, so the rest of a batch of 10
-    waited for a whole call — measured as HIGH's p95 start latency in `make bench`."""
-    return ThreadPoolExecutor(max_workers=MAX_BATCH, thread_name_prefix="record")
+    """One thread per record of the largest batch (`WORKER_BATCH_SIZE`, from the mappings'
+    batch sizes): asyncio's default pool has min(32, CPUs + 4) threads, 6 on a 2-CPU worker,
+    so the rest of a batch of 10 waited for a whole call — measured as HIGH's p95 start
+    latency in `make bench`."""
+    return ThreadPoolExecutor(max_workers=settings_from_env().worker_batch_size, thread_name_prefix="record")
 
 
 def record_handler_for(executor: RunExecutor, queue_urls: list[str]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -10,7 +11,15 @@ from aws_cdk import App, Stack
 
 from infra import layers
 from infra.build_deps_layer import pip_command
-from infra.config import LAMBDA_PYTHON_VERSION, ConfigError, SchedulerConfig, cdk_json_context, shards_needed
+from infra.config import (
+    HIGH_VOLUME_CONTEXT,
+    LAMBDA_PYTHON_VERSION,
+    REPO_ROOT,
+    ConfigError,
+    SchedulerConfig,
+    cdk_json_context,
+    shards_needed,
+)
 
 
 def _config(**overrides: Any) -> SchedulerConfig:
@@ -26,6 +35,7 @@ def test_cdk_json_holds_the_documented_defaults() -> None:
     config = _config()
     assert config.shards == 4
     assert config.worker_timeout_seconds == 90
+    assert config.worker_memory_mb == 512
     assert config.visibility_timeout_seconds == 540
     assert config.max_receive_count == 5
     assert config.run_retention_days == 30
@@ -87,6 +97,8 @@ def test_cli_style_string_overrides_are_parsed() -> None:
         {"shards": 0},
         {"max_receive_count": 4},
         {"worker_timeout_seconds": 901},
+        {"worker_memory_mb": 127},
+        {"worker_memory_mb": 10_241},
         {"lookahead_seconds": 30},
         {"delivery_lead_seconds": 6},
         {"resend_after_seconds": 0},
@@ -141,6 +153,45 @@ def test_cli_style_string_overrides_are_parsed() -> None:
 def test_out_of_range_context_is_rejected_before_synthesis(override: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         _config(**override)
+
+
+def _queues(**limits: Any) -> dict[str, dict[str, Any]]:
+    """cdk.json's queue_capacity with `limits` for every priority."""
+    return {p: {**c, **limits} for p, c in cdk_json_context()["queue_capacity"].items()}
+
+
+def test_batches_above_ten_need_a_batching_window_inside_the_delivery_lead() -> None:
+    config = _config(queue_capacity=_queues(batch_size=100, batching_window_seconds=1))
+    assert {c.batching_window_seconds for c in config.queue_capacity.values()} == {1}
+    assert _config().queue_capacity["HIGH"].batching_window_seconds == 0  # optional, none by default
+    with pytest.raises(
+        ConfigError, match=r"batch_size 100 needs a batching window.*set batching_window_seconds to 1"
+    ):
+        _config(queue_capacity=_queues(batch_size=100))
+    with pytest.raises(
+        ConfigError, match=r"batching_window_seconds 2 must be below delivery_lead_seconds \(2\)"
+    ):
+        _config(queue_capacity=_queues(batching_window_seconds=2))
+    # A longer lead makes room for a longer window.
+    assert _config(delivery_lead_seconds=3, queue_capacity=_queues(batching_window_seconds=2))
+    with pytest.raises(ConfigError, match=r"batch_size must be between 1 and 100, got 101"):
+        _config(queue_capacity=_queues(batch_size=101, batching_window_seconds=1))
+    with pytest.raises(ConfigError, match=r"batching_window_seconds must be between 0 and 300, got -1"):
+        _config(queue_capacity=_queues(batching_window_seconds=-1))
+    with pytest.raises(ConfigError, match="optionally"):
+        _config(queue_capacity=_queues(batching_window_seconds="soon"))
+
+
+def test_the_high_volume_context_is_valid_and_is_the_command_deploy_gives() -> None:
+    config = _config(**HIGH_VOLUME_CONTEXT)
+    assert (config.shards, config.claim_parallelism, config.worker_memory_mb) == (64, 32, 1024)
+    assert {(c.batch_size, c.batching_window_seconds) for c in config.queue_capacity.values()} == {(100, 1)}
+    # docs/operations/deploy.md's command for 100,000 runs a minute sets exactly these values.
+    guide = (REPO_ROOT / "docs/operations/deploy.md").read_text()
+    command = guide[guide.index("npx aws-cdk@2 deploy -c shards=64") :]
+    command = command[: command.index("```")]
+    given = dict(re.findall(r"-c (\w+)=('[^']*'|\S+)", command.replace("\\\n", " ")))
+    assert {key: json.loads(value.strip("'")) for key, value in given.items()} == HIGH_VOLUME_CONTEXT
 
 
 def test_table_capacity_errors_say_what_to_write() -> None:

@@ -36,8 +36,20 @@ def test_mappings_report_partial_batch_failures(synthesis: Synthesis) -> None:
 def test_mappings_take_the_configured_batch_without_waiting(synthesis: Synthesis) -> None:
     for priority, mapping in _mappings(synthesis).items():
         assert mapping["BatchSize"] == synthesis.config.queue_capacity[priority].batch_size
-        # Runs are due now: a batching window would only make them late.
+        # By default no batching window: a lone message reaches the worker at once.
         assert mapping.get("MaximumBatchingWindowInSeconds", 0) == 0
+    worker = synthesis.function("worker")["Properties"]
+    assert worker["Environment"]["Variables"]["WORKER_BATCH_SIZE"] == "10"
+    assert worker["MemorySize"] == synthesis.config.worker_memory_mb == 512
+
+
+def test_batches_of_a_hundred_gather_within_their_window_and_size_the_workers_threads(
+    narrowed: Synthesis,
+) -> None:
+    for priority, mapping in _mappings(narrowed).items():
+        assert mapping["BatchSize"] == 100, priority
+        assert mapping["MaximumBatchingWindowInSeconds"] == 1, priority
+    assert narrowed.function("worker")["Properties"]["Environment"]["Variables"]["WORKER_BATCH_SIZE"] == "100"
 
 
 def test_maximum_concurrency_is_weighted_with_high_the_largest(synthesis: Synthesis) -> None:

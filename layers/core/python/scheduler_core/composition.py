@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from scheduler_core.adapters.assumed_roles import AssumedRoles
 from scheduler_core.adapters.audit import CloudWatchAuditLog
-from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.aws import AwsClients, client_config
 from scheduler_core.adapters.dynamodb import DUE_PAGE, DynamoJobStore
 from scheduler_core.adapters.http_client import GuardedHttp
 from scheduler_core.adapters.iam_roles import IamPrincipals, IamRoles
@@ -208,7 +208,7 @@ def build_targets(
     signing = build_signing(settings, clients, clock, store, secrets)  # one cache of opened values
     return TargetDelivery(
         clients,
-        GuardedHttp(address_policy(settings)),
+        GuardedHttp(address_policy(settings), callers=settings.worker_batch_size),
         secret_headers=(lambda job: open_secret_headers(secrets, job)) if secrets else None,
         signing_secrets=signing.signing if signing else None,
         clock=clock,
@@ -262,7 +262,9 @@ def build_redriver(
 
 @lru_cache(maxsize=1)
 def default_clients() -> AwsClients:
-    return AwsClients()
+    """The process's AWS clients: one connection per thread that may call at once (a poll's
+    claims, a batch's writes, the worker's records)."""
+    return AwsClients(config=client_config(settings_from_env().worker_batch_size))
 
 
 def build_tenant_migration(

@@ -43,6 +43,10 @@ class Settings(BaseModel):
     # the API writes at a time (threads; within the AWS client's connection pool,
     # `max_pool_connections`).
     claim_parallelism: int = Field(16, alias="CLAIM_PARALLELISM", ge=1, le=32)
+    # The largest batch the worker's event source mappings hand it (context `queue_capacity`):
+    # it runs a batch's records side by side, one thread each, so its AWS and HTTP connection
+    # pools hold at least this many connections too.
+    worker_batch_size: int = Field(10, alias="WORKER_BATCH_SIZE", ge=1, le=100)
     # Upper bound of buckets read by one poll, so a long outage is drained over several polls.
     max_buckets_per_poll: int = Field(240, alias="MAX_BUCKETS_PER_POLL", ge=1)
     # The run lease: how long a started run belongs to its worker. Matches the queues'

@@ -39,12 +39,20 @@ def is_throttling(error: ClientError) -> bool:
     return error_code(error) in THROTTLING_CODES
 
 
+POOL_CONNECTIONS = 32  # the most claim_parallelism allows
 RETRY_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5},
     connect_timeout=3,
     read_timeout=10,
-    max_pool_connections=32,
+    max_pool_connections=POOL_CONNECTIONS,
 )
+
+
+def client_config(threads: int) -> Config:
+    """RETRY_CONFIG with a connection for each of `threads` callers, if they outnumber its pool."""
+    if threads <= POOL_CONNECTIONS:
+        return RETRY_CONFIG
+    return RETRY_CONFIG.merge(Config(max_pool_connections=threads))
 
 
 class AwsClients:

@@ -172,10 +172,14 @@ class Answer:
 class GuardedHttp:
     """Sends one request at a time per calling thread; shared by the worker's threads."""
 
-    def __init__(self, policy: AddressPolicy, resolve: Resolver = socket.getaddrinfo) -> None:
+    def __init__(
+        self, policy: AddressPolicy, resolve: Resolver = socket.getaddrinfo, callers: int = 0
+    ) -> None:
+        """`callers`: how many threads may send at once (the pool holds a connection for each,
+        POOL_CONNECTIONS at least)."""
         self.backend = GuardedBackend(policy, resolve)
         self._pool = httpcore.ConnectionPool(
-            max_connections=POOL_CONNECTIONS,
+            max_connections=max(POOL_CONNECTIONS, callers),
             keepalive_expiry=KEEPALIVE_SECONDS,
             retries=0,
             network_backend=self.backend,
