@@ -1,11 +1,16 @@
 """SQS event source mappings: long-poll the queue, hand batches to the function, at most
-`MaximumConcurrency` batches at once; with `ReportBatchItemFailures`, delete what the
+`MaximumConcurrency` batches at once. Without a `MaximumBatchingWindowInSeconds` a batch is
+what one receive returns; with one, receives of up to 10 messages gather a batch until it
+holds `BatchSize` records (which may then exceed 10), the window has passed since its first
+record or its bodies reach 6 MB. With `ReportBatchItemFailures`, delete what the
 function did not report failed; a function error leaves the whole batch to the queue's
 visibility timeout (and from there to its redrive policy)."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,6 +20,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from infra.local.functions import FunctionError, FunctionHost
 
 LONG_POLL_SECONDS = 2  # short enough to stop promptly; moto wakes at once on new messages
+SQS_BATCH_LIMIT = 10  # the most messages one ReceiveMessage returns or one DeleteMessageBatch takes
+PAYLOAD_LIMIT = 6 * 1024 * 1024  # Lambda's synchronous invocation payload
 
 
 def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
@@ -56,6 +63,7 @@ class SqsEventSource:
             "QueueUrl"
         ]
         self.batch_size = int(mapping.get("BatchSize") or 10)
+        self.batching_window = int(mapping.get("MaximumBatchingWindowInSeconds") or 0)
         self.max_concurrency = int(
             (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency") or host.spec.concurrency
         )
@@ -74,28 +82,49 @@ class SqsEventSource:
     def _poll(self) -> None:
         while not self._stop.is_set():
             self._slots.acquire()
-            try:
-                messages = self._sqs.receive_message(
-                    QueueUrl=self.queue_url,
-                    MaxNumberOfMessages=self.batch_size,
-                    WaitTimeSeconds=LONG_POLL_SECONDS,
-                    AttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                ).get("Messages", [])
-            except (BotoCoreError, ClientError) as error:
-                self._slots.release()
-                if not self._stop.is_set():
-                    self._on_error(self.queue_arn, f"receive failed: {error}")
-                    self._stop.wait(1)
-                continue
+            messages, error = self._gather()
+            if error is not None and not self._stop.is_set():
+                self._on_error(self.queue_arn, f"receive failed: {error}")
             if not messages:
                 self._slots.release()
+                if error is not None:
+                    self._stop.wait(1)
                 continue
             try:
                 self._pool.submit(self._deliver, messages)
             except RuntimeError:  # stopped while receiving: they come back after their visibility timeout
                 self._slots.release()
                 return
+
+    def _gather(self) -> tuple[list[dict[str, Any]], Exception | None]:
+        """One batch (empty if nothing came), and the receive error that cut it short, if any."""
+        messages: list[dict[str, Any]] = []
+        size = 0
+        deadline: float | None = None  # set by the first message
+        while True:
+            wait = LONG_POLL_SECONDS if deadline is None else math.ceil(deadline - time.monotonic())
+            try:
+                received = self._sqs.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=min(SQS_BATCH_LIMIT, self.batch_size - len(messages)),
+                    WaitTimeSeconds=max(1, min(LONG_POLL_SECONDS, wait)),
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+            except (BotoCoreError, ClientError) as error:
+                return messages, error
+            messages += received
+            size += sum(len(m["Body"].encode()) for m in received)
+            if deadline is None and messages:
+                deadline = time.monotonic() + self.batching_window
+            if (
+                deadline is None
+                or len(messages) >= self.batch_size
+                or time.monotonic() >= deadline
+                or size >= PAYLOAD_LIMIT
+                or self._stop.is_set()
+            ):
+                return messages, None
 
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
         try:
@@ -111,10 +140,13 @@ class SqsEventSource:
             if self.reports_item_failures and isinstance(result, dict):
                 failed = {item["itemIdentifier"] for item in result.get("batchItemFailures") or []}
             done = [m for m in messages if m["MessageId"] not in failed]
-            if done:
+            for start in range(0, len(done), SQS_BATCH_LIMIT):
                 self._sqs.delete_message_batch(
                     QueueUrl=self.queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done[start : start + SQS_BATCH_LIMIT])
+                    ],
                 )
         except (BotoCoreError, ClientError) as error:
             if not self._stop.is_set():
