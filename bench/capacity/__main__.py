@@ -14,20 +14,19 @@ from typing import Any
 
 from bench.capacity.scenarios import burst_10m, midnight, steady, validate
 from bench.report import describe_machine, machine, table
+from infra.config import HIGH_VOLUME_CONTEXT, parse_queue_capacity
 from scheduler_core.domain.vocabulary import Priority
 
-# A setting the docs (docs/benchmarks.md) can recommend for these volumes, run beside the defaults: more
-# shards (more polls side by side, more due-index keys) and the most claims at a time.
-# Sampled at half the default fraction: 64 shards' polls cost the simulation 16x the queries.
-# And the queue mappings' concurrency that 100,000 runs a minute needs: 1,667 runs/s x about
-# 2.5 s a full batch's invocation (it waits for its runs' time) / 10 = 417 batches at once,
-# shared 20/60/20 by priority, with half again for headroom (context `queue_capacity`).
-TUNED_QUEUES = {Priority.HIGH: 125, Priority.NORMAL: 375, Priority.LOW: 125}
+# The settings docs/operations/deploy.md gives for these volumes (HIGH_VOLUME_CONTEXT), run
+# beside the defaults: more shards (more polls side by side, more due-index keys), the most
+# claims at a time, the queue mappings' batches of 100 and their concurrency. Sampled at half
+# the default fraction: 64 shards' polls cost the simulation 16x the queries.
+TUNED_QUEUES = parse_queue_capacity(HIGH_VOLUME_CONTEXT["queue_capacity"])
 TUNED: dict[str, Any] = {
-    "shards": 64,
-    "claim_parallelism": 32,
+    "shards": HIGH_VOLUME_CONTEXT["shards"],
+    "claim_parallelism": HIGH_VOLUME_CONTEXT["claim_parallelism"],
     "fraction": 0.0002,
-    "queue_concurrency": TUNED_QUEUES,
+    "queue_capacity": {p: TUNED_QUEUES[p.value] for p in Priority},
 }
 SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
     "validate": validate,

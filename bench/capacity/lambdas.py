@@ -194,6 +194,20 @@ class _ShadowCohort:
 
 
 @dataclass
+class _Gathered:
+    """A batch a poller gathers: real messages (received from moto) and left-out records
+    (how many, and the latest of their runs' times)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    left_out: int = 0
+    due_at: float = 0.0
+
+    @property
+    def size(self) -> int:
+        return len(self.messages) + self.left_out
+
+
+@dataclass
 class MappingStats:
     receives: int = 0
     empty_long_polls: int = 0  # long polls that found nothing in 20 s (billed, not simulated as calls)
@@ -230,6 +244,8 @@ class EventSourceMapping:
         batch_size: int,
         max_concurrency: int,
         mode: ScalingMode = STANDARD,
+        *,
+        window_seconds: float = 0.0,
     ) -> None:
         self._sim = sim
         self._aws = aws
@@ -237,6 +253,7 @@ class EventSourceMapping:
         self.queue_url = queue_url
         self._queue_name = queue_url.rstrip("/").rsplit("/", 1)[-1]
         self.batch_size = batch_size
+        self.window_seconds = window_seconds
         self.ceiling = min(max_concurrency, mode.ceiling)
         self.mode = mode
         self.limit = float(min(mode.initial, self.ceiling))
@@ -374,81 +391,135 @@ class EventSourceMapping:
                 continue
             self.busy += 1
             try:
-                if self._shadow_first():
-                    self._left_out_batch()
-                else:
-                    self._receive_and_invoke()
+                self._gather_and_invoke()
             finally:
                 self.busy -= 1
 
-    def _receive_and_invoke(self) -> None:
-        sqs = self._clients.sqs()
-        reply = sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=self.batch_size, AttributeNames=["All"]
-        )
-        self.stats.receives += 1
-        messages: list[dict[str, Any]] = list(reply.get("Messages", []))  # type: ignore[arg-type]
-        if not messages:
-            return
+    def _gather_and_invoke(self) -> None:
+        """One batch, as a poller gathers it: records in the order they became receivable,
+        real and left out, until it holds `batch_size` or its window has passed since it
+        began (no window: what is receivable now); then one invocation, and the deletes."""
+        batch = _Gathered()
+        closes_at = self._sim.env.now + self.window_seconds
+        while True:
+            self._take_receivable(batch)
+            left = closes_at - self._sim.env.now
+            if batch.size >= self.batch_size or left <= 0:
+                break
+            wait = self.seconds_to_next_visible()
+            changed = self._changed
+            self._sim.wait(
+                self._sim.env.timeout(left if wait is None else max(1e-3, min(left, wait))) | changed
+            )
+        if batch.messages:
+            self._invoke_real(batch)
+        elif batch.left_out:
+            self._invoke_left_out(batch)
+
+    def _take_receivable(self, batch: _Gathered) -> None:
+        """What is receivable now, up to a full batch: a receive (10 at most) for real
+        messages; left-out records (a receive's latency for each 10) that became receivable
+        before any real one."""
+        latency = self._aws.latency
+        while (room := self.batch_size - batch.size) > 0:
+            if self._shadow_first():
+                taken = self._take_left_out(min(room, 10), batch)
+                self._sim.sleep(latency.call("sqs", "ReceiveMessage"))
+                if not taken:
+                    return
+                continue
+            if self._real_receivable_at() != 0:
+                return
+            reply = self._clients.sqs().receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=min(room, 10), AttributeNames=["All"]
+            )
+            self.stats.receives += 1
+            received: list[dict[str, Any]] = list(reply.get("Messages", []))  # type: ignore[arg-type]
+            if not received:
+                return
+            batch.messages.extend(received)
+
+    def _take_left_out(self, most: int, batch: _Gathered) -> int:
+        """Up to `most` receivable left-out records, none from behind a real message."""
+        taken = 0
+        real = self._oldest_real_visible_at()
+        while taken < most and self._shadow_receivable() and self._shadow[0].visible_at <= real:
+            cohort = self._shadow[0]
+            take = min(most - taken, cohort.records)
+            taken += take
+            batch.due_at = max(batch.due_at, cohort.due_at)
+            cohort.records -= take
+            if cohort.records == 0:
+                heapq.heappop(self._shadow)
+        batch.left_out += taken
+        return taken
+
+    def _left_out_seconds(self, due_at: float) -> float:
+        """An invocation's time for left-out records, side by side: wait for the last one's
+        time, then a start, the target's call and an end (the slowest of them, roughly one
+        of each)."""
+        latency = self._aws.latency
+        wait = max(0.0, due_at - self._sim.env.now)
+        return wait + 2 * latency.call("dynamodb", "UpdateItem") + TARGET_CALL_SECONDS
+
+    def _invoke_real(self, batch: _Gathered) -> None:
+        messages = batch.messages
         self.stats.batches += 1
-        self.stats.records += len(messages)
-        invoked, handled = self._function.invoke(lambda container: self._batch(container, messages))
+        self.stats.records += batch.size
+        invoked, handled = self._function.invoke(lambda container: self._batch(container, messages, batch))
         if not invoked:
             # Throttled by Lambda: the mapping backs off; the messages come back after
             # their visibility timeout.
             self.stats.lambda_throttles += 1
+            self._requeue_left_out(batch)
             self._sim.sleep(1.0)
             return
         done: list[str] = handled or []
         self.stats.failed_records += len(messages) - len(done)
+        sqs = self._clients.sqs()
         for first in range(0, len(done), 10):
             sqs.delete_message_batch(
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done[first : first + 10])],
             )
+        self._delete_left_out(batch.left_out, already=len(done))
 
-    def _left_out_batch(self) -> None:
-        """Up to a batch of receivable left-out records, as `_receive_and_invoke` handles real
-        ones: a receive, the worker's invocation (modeled), deletes."""
-        taken, due_at = 0, 0.0
-        real = self._oldest_real_visible_at()  # a batch takes none from behind a real message
-        while taken < self.batch_size and self._shadow_receivable() and self._shadow[0].visible_at <= real:
-            cohort = self._shadow[0]
-            take = min(self.batch_size - taken, cohort.records)
-            taken += take
-            due_at = max(due_at, cohort.due_at)
-            cohort.records -= take
-            if cohort.records == 0:
-                heapq.heappop(self._shadow)
+    def _invoke_left_out(self, batch: _Gathered) -> None:
+        """A batch of left-out records only: the worker's invocation is modeled."""
         self.stats.modeled_batches += 1
-        self.stats.modeled_records += taken
-        latency = self._aws.latency
-        self._sim.sleep(latency.call("sqs", "ReceiveMessage"))
-
-        def invocation_seconds() -> float:
-            # Its records side by side: wait for the last one's time, then a start, the
-            # target's call and an end (the slowest of them, roughly one of each).
-            wait = max(0.0, due_at - self._sim.env.now)
-            return wait + 2 * latency.call("dynamodb", "UpdateItem") + TARGET_CALL_SECONDS
-
-        if not self._function.invoke_modeled(invocation_seconds):
+        self.stats.modeled_records += batch.left_out
+        if not self._function.invoke_modeled(lambda: self._left_out_seconds(batch.due_at)):
             self.stats.lambda_throttles += 1
-            heapq.heappush(self._shadow, _ShadowCohort(self._sim.env.now, due_at, taken))
+            self._requeue_left_out(batch)
             self._sim.sleep(1.0)
             return
-        for _ in range(math.ceil(taken / 10)):
-            self._sim.sleep(latency.call("sqs", "DeleteMessageBatch"))
+        self._delete_left_out(batch.left_out)
 
-    def _batch(self, container: Container[RunExecutor], messages: list[dict[str, Any]]) -> list[str]:
+    def _requeue_left_out(self, batch: _Gathered) -> None:
+        if batch.left_out:
+            heapq.heappush(self._shadow, _ShadowCohort(self._sim.env.now, batch.due_at, batch.left_out))
+
+    def _delete_left_out(self, records: int, already: int = 0) -> None:
+        """The DeleteMessageBatch calls (10 a call) left-out records add to `already` real ones."""
+        for _ in range(math.ceil((records + already) / 10) - math.ceil(already / 10)):
+            self._sim.sleep(self._aws.latency.call("sqs", "DeleteMessageBatch"))
+
+    def _batch(
+        self, container: Container[RunExecutor], messages: list[dict[str, Any]], batch: _Gathered
+    ) -> list[str]:
         """The worker's handler: the batch's records concurrently (one thread each in the
-        real handler, one task each here); the receipt handles of the records that succeeded."""
+        real handler, one task each here), its left-out records beside them (modeled); the
+        receipt handles of the real records that succeeded."""
         processes = [
             self._sim.spawn(self._record, container, message, name="worker record") for message in messages
         ]
+        if batch.left_out:
+            seconds = self._left_out_seconds(batch.due_at)
+            processes.append(self._sim.spawn(self._sim.sleep, seconds, name="left-out records"))
         self._sim.wait_all(processes)
         return [
             message["ReceiptHandle"]
-            for message, process in zip(messages, processes, strict=True)
+            for message, process in zip(messages, processes[: len(messages)], strict=True)
             if process.value is True
         ]
 

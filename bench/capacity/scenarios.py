@@ -55,6 +55,7 @@ from typing import Any
 from bench.capacity.lambdas import STANDARD_SCALED_UP
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
+from infra.config import QueueCapacity
 from scheduler_core.composition import build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate
@@ -184,8 +185,11 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
             "shards": world.shards,
             "poller_parallelism": f"{world.settings.claim_parallelism} claims at a time per shard's poll "
             "(claim_parallelism)",
-            "worker_concurrency": {p.value: n for p, n in world.max_concurrency.items()},
-            "worker_batch_size": {p.value: n for p, n in world.defaults.batch_size.items()},
+            "worker_concurrency": {p.value: c.max_concurrency for p, c in world.queue_capacity.items()},
+            "worker_batch_size": {p.value: c.batch_size for p, c in world.queue_capacity.items()},
+            "worker_batching_window_seconds": {
+                p.value: c.batching_window_seconds for p, c in world.queue_capacity.items()
+            },
             "event_source_mapping_mode": world.mode.name,
             "account_concurrency": world.account.limit,
             "lookahead_seconds": world.defaults.lookahead_seconds,
@@ -345,7 +349,7 @@ def worker_capacity(world: World) -> dict[str, Any]:
         return {}
     seconds = worker.busy_seconds / worker.invocations
     per_batch = records / batches
-    concurrent = sum(min(world.max_concurrency[p], world.mode.ceiling) for p in Priority)
+    concurrent = sum(min(c.max_concurrency, world.mode.ceiling) for c in world.queue_capacity.values())
     lead = world.defaults.delivery_lead_seconds
     no_wait = seconds - lead if seconds > lead + 0.05 else seconds  # late batches waited for nothing
     return {
@@ -358,8 +362,8 @@ def worker_capacity(world: World) -> dict[str, Any]:
         # the figure for it, with the invocation time measured here (sampled batches are small).
         "runs_per_second_full_batches_without_lead_wait": round(
             sum(
-                min(world.max_concurrency[p], world.mode.ceiling) * world.defaults.batch_size[p]
-                for p in Priority
+                min(c.max_concurrency, world.mode.ceiling) * c.batch_size
+                for c in world.queue_capacity.values()
             )
             / no_wait
         ),
@@ -447,16 +451,16 @@ def midnight(
     shards: int | None = None,
     claim_parallelism: int | None = None,
     warm_wcu: float | None = None,
-    queue_concurrency: dict[Priority, int] | None = None,
+    queue_capacity: dict[Priority, QueueCapacity] | None = None,
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
     `warm_wcu`: the table and its indexes pre-warmed to serve that many write units a second
     at once (context `table_capacity.warm.write`); else they serve double PREVIOUS_PEAK_WCU.
-    `queue_concurrency`: each mapping's most concurrent batches (context `queue_capacity`)."""
+    `queue_capacity`: each priority's mapping settings (context `queue_capacity`)."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
     burst = _one_off_burst(
-        "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, queue_concurrency
+        "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, queue_capacity
     )
     return burst | {"goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(total / 60.0)}}
 
@@ -467,14 +471,14 @@ def burst_10m(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
-    queue_concurrency: dict[Priority, int] | None = None,
+    queue_capacity: dict[Priority, QueueCapacity] | None = None,
 ) -> dict[str, Any]:
     """10,000,000 one-offs (times `scale`) due evenly over one minute, a fraction f run for
     real (the issue asks what this takes and how late the last fires: no goal of its own)."""
     total = max(1, round(BURST_JOBS * scale))
     f = fraction if fraction is not None else BURST_FRACTION
     burst = _one_off_burst(
-        "burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism, None, queue_concurrency
+        "burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism, None, queue_capacity
     )
     return burst | {"goal": {"runs_per_second_needed": round(total / BURST_SPREAD_SECONDS)}}
 
@@ -488,7 +492,7 @@ def _one_off_burst(
     shards: int | None,
     claim_parallelism: int | None,
     warm_wcu: float | None = None,
-    queue_concurrency: dict[Priority, int] | None = None,
+    queue_capacity: dict[Priority, QueueCapacity] | None = None,
 ) -> dict[str, Any]:
     """`total` one-offs due evenly over `spread_seconds` from virtual second
     MIDNIGHT_DUE_SECOND (all in that second when 0), created days before."""
@@ -503,7 +507,7 @@ def _one_off_burst(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=previous_peak,
-        max_concurrency=queue_concurrency,
+        queue_capacity=queue_capacity,
     )
     due = world.sim.start + timedelta(seconds=MIDNIGHT_DUE_SECOND)
     step = timedelta(seconds=spread_seconds / sampled)
@@ -553,7 +557,7 @@ def steady(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
-    queue_concurrency: dict[Priority, int] | None = None,
+    queue_capacity: dict[Priority, QueueCapacity] | None = None,
 ) -> dict[str, Any]:
     """100,000 runs a minute (times `scale`) for 10 minutes: half cron, half one-off. The
     queue mappings start scaled up to their ceiling, as a steady load leaves them."""
@@ -569,7 +573,7 @@ def steady(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=PREVIOUS_PEAK_WCU,
-        max_concurrency=queue_concurrency,
+        queue_capacity=queue_capacity,
         mode=STANDARD_SCALED_UP,
     )
     first = world.sim.start + timedelta(seconds=STEADY_FIRST_SECOND)

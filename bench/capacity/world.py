@@ -21,7 +21,7 @@ from bench.capacity.lambdas import STANDARD, Account, EventSourceMapping, Functi
 from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
 from bench.capacity.partitions import CapacityModel
 from bench.common import metrics_namespace
-from infra.config import cdk_json_context
+from infra.config import QueueCapacity, cdk_json_context, parse_queue_capacity
 from infra.local.moto_process import roll_back_items_not_tables
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE
@@ -89,13 +89,11 @@ class StackDefaults:
     resend_after_seconds: int
     worker_timeout_seconds: int
     max_receive_count: int
-    batch_size: dict[Priority, int]
-    max_concurrency: dict[Priority, int]
+    queue_capacity: dict[Priority, QueueCapacity]
 
     @classmethod
     def from_cdk_json(cls) -> StackDefaults:
         context = cdk_json_context()
-        capacity = context["queue_capacity"]
         return cls(
             shards=int(context["shards"]),
             lookahead_seconds=int(context["lookahead_seconds"]),
@@ -103,8 +101,7 @@ class StackDefaults:
             resend_after_seconds=int(context["resend_after_seconds"]),
             worker_timeout_seconds=int(context["worker_timeout_seconds"]),
             max_receive_count=int(context["max_receive_count"]),
-            batch_size={p: int(capacity[p.value]["batch_size"]) for p in Priority},
-            max_concurrency={p: int(capacity[p.value]["max_concurrency"]) for p in Priority},
+            queue_capacity={p: parse_queue_capacity(context["queue_capacity"])[p.value] for p in Priority},
         )
 
     @property
@@ -138,7 +135,7 @@ class World:
         latency_factor: float = 1.0,
         mode: ScalingMode = STANDARD,
         account_concurrency: int = 1_000,
-        max_concurrency: dict[Priority, int] | None = None,
+        queue_capacity: dict[Priority, QueueCapacity] | None = None,
         claim_parallelism: int | None = None,
         fraction: float = 1.0,
         previous_peak_wcu: float = 0.0,
@@ -161,7 +158,7 @@ class World:
             )
         self.account = Account(account_concurrency)
         self.mode = mode
-        self.max_concurrency = max_concurrency or dict(self.defaults.max_concurrency)
+        self.queue_capacity = queue_capacity or dict(self.defaults.queue_capacity)
         self.arrivals = Arrivals()
         self.log = _LogSink()
         self.aws: SimulatedAws
@@ -277,9 +274,10 @@ class World:
                 aws,
                 self.worker,
                 settings.queue_url(priority),
-                self.defaults.batch_size[priority],
-                self.max_concurrency[priority],
+                self.queue_capacity[priority].batch_size,
+                self.queue_capacity[priority].max_concurrency,
                 self.mode,
+                window_seconds=self.queue_capacity[priority].batching_window_seconds,
             )
         # EventBridge fires a rate rule at a second of the minute fixed when it was created.
         self.schedule = PollSchedule(sim, self.poller, self.shards, self.latency.uniform(0.0, 60.0))

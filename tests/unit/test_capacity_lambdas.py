@@ -75,15 +75,15 @@ def test_a_sampled_message_waits_in_line_with_its_left_out_peers_who_hold_the_ma
         )
         url = world.settings.queue_url(Priority.NORMAL)
         mapping = EventSourceMapping(world.sim, world.aws, worker, url, 10, max_concurrency=2)
-        received: list[tuple[float, int, list[tuple[float, int]]]] = []
-        receive = mapping._receive_and_invoke
+        received: list[tuple[float, int, int, list[tuple[float, int]]]] = []
+        invoke = mapping._invoke_real
 
-        def noting_the_line() -> None:  # what was taken, and what still waits, as it is received
+        def noting_the_line(batch: Any) -> None:  # what was taken, and what still waits, as it is invoked
             waiting = [(cohort.visible_at, cohort.records) for cohort in mapping._shadow]
-            received.append((world.sim.env.now, mapping.stats.modeled_records, waiting))
-            receive()
+            received.append((world.sim.env.now, mapping.stats.modeled_records, batch.left_out, waiting))
+            invoke(batch)
 
-        mapping._receive_and_invoke = noting_the_line  # type: ignore[method-assign]
+        mapping._invoke_real = noting_the_line  # type: ignore[method-assign]
         due_ms = int(world.sim.now().timestamp() * 1000) + 5_000
         body = RunMessage(job_id="j", run_id=f"j:{due_ms}", scheduled_for_ms=due_ms, attempt=1)
         world.aws.plain_client("sqs").send_message(QueueUrl=url, MessageBody=body.model_dump_json())
@@ -91,18 +91,75 @@ def test_a_sampled_message_waits_in_line_with_its_left_out_peers_who_hold_the_ma
         mapping.start()
         world.sim.run(until=30.0)
 
-    assert mapping.stats.modeled_records == 99  # every peer taken, once
-    # 84 ahead of it in batches of 10 (the last of 4: none taken from behind it), 15 after.
-    assert mapping.stats.modeled_batches == worker.stats.modeled_invocations == 9 + 2
-    assert mapping.stats.peak_concurrency <= 2
-    [(at, taken, waiting)] = received
-    # Those ahead of it in line (this seed: 84) were all taken first; those behind it wait.
-    assert taken == 84
-    assert [records for _, records in waiting] == [15]
+    [(at, taken, beside_it, waiting)] = received
+    # 84 ahead of it in line (this seed): taken first, in batches of 10, but for the last few,
+    # which a second poller was gathering as this one received it; the batch that holds it
+    # fills with those behind it. Every peer is taken once; only those behind it still wait.
+    assert taken == 80
+    assert beside_it == 9
+    assert mapping.stats.modeled_records + beside_it == 99
+    assert mapping.stats.modeled_batches == worker.stats.modeled_invocations
+    assert (mapping.stats.batches, mapping.stats.records) == (1, 10)
     assert all(visible_at > 0 for visible_at, _ in waiting)
+    assert mapping.stats.peak_concurrency <= 2
     # The first two peer batches held both of the mapping's batches until the runs' time.
     assert at >= 5.0
     assert worker.stats.modeled_busy_seconds >= 2 * 5.0
+
+
+def test_a_batching_window_gathers_a_full_batch_across_receives():
+    world = World(seed=1, fraction=0.01)  # each real message stands beside 99 left out
+    with world.running():
+        worker: Function[Any] = Function(
+            "worker", world.sim, world.aws, world.account, lambda _: SlowExecutor(world), 900
+        )
+        url = world.settings.queue_url(Priority.NORMAL)
+        mapping = EventSourceMapping(world.sim, world.aws, worker, url, 100, 1, window_seconds=1.0)
+        now_ms = int(world.sim.now().timestamp() * 1000)
+        for index in range(3):  # 3 real messages, 297 peers: due in 5 s
+            due_ms = now_ms + 5_000
+            body = RunMessage(
+                job_id=f"j{index}", run_id=f"j{index}:{due_ms}", scheduled_for_ms=due_ms, attempt=1
+            )
+            world.aws.plain_client("sqs").send_message(QueueUrl=url, MessageBody=body.model_dump_json())
+        mapping._notify()
+        mapping.start()
+        world.sim.run(until=200.0)
+
+    stats = mapping.stats
+    # 300 records in 3 full batches of 100, not 30 of 10: each real message's with its peers.
+    assert stats.batches + stats.modeled_batches == 3
+    assert stats.records + stats.modeled_records == 300
+    assert stats.batches >= 1  # the real messages' batches hold their peers too
+
+
+def test_a_batching_window_waits_for_a_batch_to_fill_then_invokes_with_what_it_has():
+    world = World(seed=2)
+    with world.running():
+        worker: Function[Any] = Function(
+            "worker", world.sim, world.aws, world.account, lambda _: SlowExecutor(world), 900
+        )
+        url = world.settings.queue_url(Priority.NORMAL)
+        mapping = EventSourceMapping(world.sim, world.aws, worker, url, 100, 1, window_seconds=1.0)
+        sqs = world.aws.plain_client("sqs")
+        now_ms = int(world.sim.now().timestamp() * 1000)
+
+        def send(index: int) -> None:
+            body = RunMessage(
+                job_id=f"j{index}", run_id=f"j{index}:{now_ms}", scheduled_for_ms=now_ms, attempt=1
+            )
+            sqs.send_message(QueueUrl=url, MessageBody=body.model_dump_json())
+            mapping._notify()
+
+        send(0)
+        mapping.start()
+        world.sim.run(until=0.5)
+        send(1)  # inside the first message's window: the same batch
+        world.sim.run(until=5.0)
+        send(2)  # long after: a batch of its own (once the first, a minute long, is done)
+        world.sim.run(until=150.0)
+
+    assert (mapping.stats.batches, mapping.stats.records) == (2, 3)
 
 
 def test_unsampled_load_has_no_left_out_peers():
