@@ -112,6 +112,10 @@ class RequestCounter:
         self.functions = stack.functions
         self.invocations: Counter[str] = Counter()  # per label
         self.busy_seconds: defaultdict[str, float] = defaultdict(float)  # per label, less the meter's reads
+        # Per label: the invoking thread's own CPU time, less the meter's (moto answers in
+        # another process): what a function's work asks of its share of a vCPU.
+        self.cpu_seconds: defaultdict[str, float] = defaultdict(float)
+        self.worker_batch_size = stack.worker_batch_size
         clients = AwsClients(self.log.session(FUNCTIONS, moto_session()))
         self.clock = ManualClock(datetime.now(UTC))
         self.jobs = build_job_service(self.settings, clients, self.clock)
@@ -140,6 +144,7 @@ class RequestCounter:
         if function.name == "api":
             logger.set_correlation_id(str(uuid.uuid4()))
         started, metered = time.perf_counter(), self.log.meter_seconds
+        cpu = time.thread_time() - self.log.meter_cpu_seconds
         try:
             with (
                 metrics_namespace(function.metrics_namespace, function.service_name),
@@ -153,6 +158,7 @@ class RequestCounter:
         finally:
             logger.set_correlation_id(None)
             self.busy_seconds[label] += time.perf_counter() - started - (self.log.meter_seconds - metered)
+            self.cpu_seconds[label] += time.thread_time() - self.log.meter_cpu_seconds - cpu
             self.invocations[label] += 1
 
     def create(self, route: ClaimRoute, count: int, at: datetime) -> list[str]:
@@ -202,16 +208,14 @@ class RequestCounter:
         return claimed
 
     def work(self, route: ClaimRoute, expected: int) -> None:
-        """Receive as the event source mapping does, run the worker on each message, delete
-        what did not fail."""
+        """Receive as the event source mapping does (a batch of the mappings' size, gathered
+        by receives of 10 until full or the queue has no more), run the worker on each
+        message, delete what did not fail (10 a call)."""
         outcomes = self.outcomes.setdefault(route.name, Counter())
         queue_url = self.settings.queue_url(Priority.NORMAL)
         deadline = time.monotonic() + RECEIVE_TIMEOUT_SECONDS
         while sum(outcomes.values()) < expected and time.monotonic() < deadline:
-            with self.log.labelled(f"{route.name}:receive"):
-                messages = self.esm_sqs.receive_message(
-                    QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-                ).get("Messages", [])
+            messages = self._gather(route, queue_url)
             done = []
             if messages:  # one invocation of the worker per batch, as the mapping makes
                 with self.invocation(f"{route.name}:work", self.worker_timeout_seconds) as context:
@@ -224,14 +228,29 @@ class RequestCounter:
                         except Exception as error:  # a batch item failure: left to the visibility timeout
                             outcome = f"raised {type(error).__name__}"
                         outcomes[outcome] += 1
-            if done:
+            for first in range(0, len(done), 10):
                 with self.log.labelled(f"{route.name}:receive"):
                     self.esm_sqs.delete_message_batch(
                         QueueUrl=queue_url,
                         Entries=[
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(done[first : first + 10])
                         ],
                     )
+
+    def _gather(self, route: ClaimRoute, queue_url: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while len(messages) < self.worker_batch_size:
+            with self.log.labelled(f"{route.name}:receive"):
+                received = self.esm_sqs.receive_message(
+                    QueueUrl=queue_url,
+                    MaxNumberOfMessages=min(10, self.worker_batch_size - len(messages)),
+                    WaitTimeSeconds=1,
+                ).get("Messages", [])
+            messages.extend(received)
+            if len(received) < 10:  # the queue holds no more now: a full load's receives are full
+                break
+        return messages
 
     def check(self, job_ids: list[str]) -> int:
         """How many of the jobs completed with a succeeded run (read outside the count)."""
@@ -447,6 +466,7 @@ def _functions_per_run(
     figures: dict[str, dict[str, float]] = {
         "invocations_per_run": {},
         "lambda_seconds_per_run": {},
+        "lambda_cpu_seconds_per_run": {},
         "log_bytes_per_run": {},
         "log_lines_per_run": {},
     }
@@ -459,6 +479,7 @@ def _functions_per_run(
         measured = {
             "invocations_per_run": (counter.invocations[steady_label], count),
             "lambda_seconds_per_run": (counter.busy_seconds[steady_label], counter.busy_seconds[label]),
+            "lambda_cpu_seconds_per_run": (counter.cpu_seconds[steady_label], counter.cpu_seconds[label]),
             "log_bytes_per_run": (counter.log_meter.bytes[steady_label], counter.log_meter.bytes[label]),
             "log_lines_per_run": (counter.log_meter.lines[steady_label], counter.log_meter.lines[label]),
         }
@@ -497,8 +518,17 @@ def print_requests(result: dict[str, Any]) -> None:
     calls = ", ".join(f"{op.split('.', 1)[1]} {n}" for op, n in sorted(cycle["calls"].items()))
     print(f"  plus the poll cycle, every minute whatever the load: {calls} ({cycle['table_wcu']:.0f} WCU)")
     print(
-        "  ESM calls: one receive and one delete per batch of up to 10 runs; a real mapping also "
-        "long-polls each queue while it is idle"
+        f"  ESM calls: receives of up to 10 messages gather a batch of up to {result['worker_batch_size']} "
+        "runs (the mappings' batch size), deletes take 10; a real mapping also long-polls each queue "
+        "while it is idle"
+    )
+    cpu = {
+        name: path.get("lambda_cpu_seconds_per_run", {}).get("worker")
+        for name, path in result["paths"].items()
+    }
+    print(
+        "  worker CPU a run (its thread's CPU time on this machine, the meter's left out): "
+        + ", ".join(f"{name} {seconds * 1000:.1f} ms" for name, seconds in cpu.items() if seconds)
     )
     print(f"  write units: {result['write_units_method']}")
 

@@ -309,8 +309,10 @@ class CallLog:
         self.calls: list[Call] = []
         self.label = "setup"
         self._meter = meter
-        # Time spent reading items for the meter, which a timed stretch of work subtracts.
+        # Time (and the calling thread's CPU time) spent reading items for the meter, which a
+        # timed stretch of work subtracts.
         self.meter_seconds = 0.0
+        self.meter_cpu_seconds = 0.0
 
     @contextlib.contextmanager
     def labelled(self, label: str) -> Iterator[None]:
@@ -329,6 +331,7 @@ class CallLog:
 
     def _before_call(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         context["bench_started"] = time.perf_counter()
+        cpu = time.thread_time()
         context[_PARAMS_KEY] = dict(params)
         if (
             self._meter is not None
@@ -340,6 +343,7 @@ class CallLog:
                 write.before = self._meter.read(write)
             context[_CONTEXT_KEY] = writes
             self.meter_seconds += time.perf_counter() - context["bench_started"]
+            self.meter_cpu_seconds += time.thread_time() - cpu
 
     def _after_call(
         self,
@@ -356,7 +360,7 @@ class CallLog:
         failed = http_response.status_code >= 300
         table_wcu = index_wcu = units_read = 0.0
         by_table: dict[str, float] = {}
-        metered_from = time.perf_counter()
+        metered_from, cpu = time.perf_counter(), time.thread_time()
         if self._meter is not None and service == "dynamodb":
             for write in context.get(_CONTEXT_KEY, []):
                 table, index = self._meter.units(write, self._meter.read(write))
@@ -366,6 +370,7 @@ class CallLog:
             if operation in _READS and not failed:
                 units_read = self._meter.read_units_of(operation, params, parsed)
         self.meter_seconds += time.perf_counter() - metered_from
+        self.meter_cpu_seconds += time.thread_time() - cpu
         billed = sqs_billed_requests(sqs_payload_bytes(operation, params, parsed)) if service == "sqs" else 1
         self.calls.append(
             Call(

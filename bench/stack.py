@@ -69,11 +69,14 @@ class DeployedFunction:
 class BenchStack:
     """Within `with`, every boto3 client this process creates talks to this moto server."""
 
-    def __init__(self) -> None:
+    def __init__(self, context: dict[str, Any] | None = None) -> None:
+        """`context`: over the local cloud's (LOCAL_CONTEXT)."""
+        self._context = LOCAL_CONTEXT | (context or {})
         self._moto: MotoServer | None = None
         self._environment: contextlib.ExitStack | None = None
         self.settings = Settings()
         self.functions: dict[str, DeployedFunction] = {}
+        self.environments: dict[str, dict[str, str]] = {}  # each function's, as deployed
         self.event_source_mappings = 0  # one per priority queue, each long-polled even when idle
         self.worker_batch_size = 10  # the mappings' BatchSize (the largest, if they differ)
         self.endpoint_url = ""
@@ -87,7 +90,7 @@ class BenchStack:
             aws = LocalAws(self.endpoint_url)
             assembly = REPO_ROOT / "cdk.out"
             # As the local cloud deploys it: its targets are receivers on loopback, over http.
-            synthesize(assembly, STACK_NAME, LOCAL_CONTEXT)
+            synthesize(assembly, STACK_NAME, self._context)
             deployment = deploy(aws, assembly, STACK_NAME)
             lambda_client = aws.client("lambda")
             variables: dict[str, str] = {}
@@ -100,6 +103,7 @@ class BenchStack:
                     if variables.setdefault(name, value) != value and name.startswith(("JOBS_", "QUEUE_")):
                         raise RuntimeError(f"the functions disagree on {name}")
                 short_name = configuration["FunctionName"].removeprefix(f"{STACK_NAME}-")
+                self.environments[short_name] = dict(environment_variables)
                 self.functions[short_name] = DeployedFunction(
                     name=short_name,
                     memory_mb=int(configuration["MemorySize"]),
