@@ -16,10 +16,14 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from scheduler_core.adapters.dynamodb.cursors import encode_cursor
 from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.ports import CursorNotValid, Watermark
 from scheduler_core.services.dispatch import Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -60,7 +64,7 @@ def test_the_poller_handler_takes_the_eventbridge_input_and_moves_the_watermark(
     grace = timedelta(seconds=cloud.settings.poll_grace_seconds)
     expected_watermark = keys.bucket_of(to_ms(clock.now() - grace))
     assert {summary["watermark_ms"] for summary in summaries} == {expected_watermark}
-    assert cloud.poll_store.get_watermark(0) == expected_watermark
+    assert cloud.poll_store.get_watermark(0) == Watermark(expected_watermark)
 
 
 def test_two_pollers_claiming_one_big_bucket_side_by_side_claim_each_firing_once(
@@ -246,3 +250,68 @@ def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
     sizes = [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
     # Page n is claimed after the n-th read, before the next one: read, claim, read, claim.
     assert claims == [(size, n) for n, size in enumerate(sizes, start=1)]
+
+
+def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_bucket_is_read_again(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A bucket bigger than a poll can get through (a burst's shard): the next poll claims
+    from where the last one stopped first, not after re-reading the runs it claimed."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 60)
+    reads = 0  # the store's batch reads of items (10 index entries each, here)
+
+    def count_read(**_: Any) -> None:
+        nonlocal reads
+        reads += 1
+
+    cloud.clients.dynamodb().meta.events.register("before-call.dynamodb.BatchGetItem", count_read)
+    pages: list[tuple[int, int]] = []
+
+    class OutOfTimeAfterAPage:
+        """A `Runner`, in order: each call's size and the reads made by then; the first
+        page's claims take the poll past its time."""
+
+        def map(self, work: Any, items: Any) -> list[Any]:
+            todo = list(items)
+            if todo:
+                pages.append((len(todo), reads))
+            results = [work(item) for item in todo]
+            if todo and len(pages) == 1:
+                clock.move_to(clock.now() + timedelta(seconds=2))
+            return results
+
+    clock.move_to(fire_at - timedelta(seconds=60))
+    store = build_store(cloud.settings, cloud.clients, due_page=10)
+    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterAPage())
+    # 6 s left: the poll stops taking new work 1 s from now (STOP_BEFORE_TIMEOUT is 5 s).
+    first = dispatcher.poll_shard(shard, time_left=timedelta(seconds=6))
+
+    assert len(first.claimed) == 10
+    mark = store.get_watermark(shard)
+    assert mark is not None
+    assert mark.resume is not None
+    assert mark.resume == first.resume
+    assert mark.resume.bucket_ms == keys.bucket_of(to_ms(fire_at))
+
+    pages.clear()
+    reads = 0
+    second = dispatcher.poll_shard(shard)
+
+    # It read the page after the point first (one read), claimed the rest of the crowd, then
+    # read the bucket from its start (the first ten are runs now: read, nothing to claim).
+    assert pages[0] == (crowd - 10, 1)
+    assert len(second.claimed) == crowd - 10
+    assert {run.job_id for run in first.claimed}.isdisjoint(run.job_id for run in second.claimed)
+    assert reads > 1
+    # Nothing left to take up: the point is gone.
+    assert second.resume is None
+    assert store.get_watermark(shard) == Watermark(mark.bucket_ms)
+
+
+def test_a_resume_point_of_another_bucket_is_refused(cloud: SchedulerHarness, clock: FrozenClock) -> None:
+    store = build_store(cloud.settings, cloud.clients)
+    bucket = keys.bucket_of(to_ms(clock.now()))
+    point = encode_cursor({"pk": "JOB#j", "sk": "JOB", "due_pk": keys.due_pk(bucket, 0), "due_sk": bucket})
+    with pytest.raises(CursorNotValid):
+        list(store.due_pages(1, bucket, bucket + 60_000, after=point))

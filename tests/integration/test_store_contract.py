@@ -12,7 +12,7 @@ import pytest
 
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
-from scheduler_core.ports import CursorNotValid, JobStore
+from scheduler_core.ports import CursorNotValid, JobStore, PollResume, Watermark
 from tests.support.builders import T0, a_job, a_run
 from tests.support.store_contract import AT, MINUTE, claimed, due_jobs, due_runs
 
@@ -133,7 +133,17 @@ def test_a_watermark_only_moves_forward(store: JobStore) -> None:
     assert store.get_watermark(2) is None
     store.advance_watermark(2, 120_000)
     store.advance_watermark(2, 60_000)
-    assert store.get_watermark(2) == 120_000
+    assert store.get_watermark(2) == Watermark(120_000)
+
+
+def test_a_poll_resume_point_sits_beside_the_watermark_until_cleared(store: JobStore) -> None:
+    store.advance_watermark(3, 120_000)
+    store.set_poll_resume(3, PollResume(180_000, "after-this"))
+    assert store.get_watermark(3) == Watermark(120_000, PollResume(180_000, "after-this"))
+    store.advance_watermark(3, 180_000)  # the watermark moves on; the point stays as written
+    assert store.get_watermark(3) == Watermark(180_000, PollResume(180_000, "after-this"))
+    store.set_poll_resume(3, None)
+    assert store.get_watermark(3) == Watermark(180_000)
 
 
 # --- listing ---------------------------------------------------------------------------

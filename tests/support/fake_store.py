@@ -21,7 +21,7 @@ from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
-from scheduler_core.ports import CursorNotValid, DueItems, Page
+from scheduler_core.ports import CursorNotValid, DueItems, Page, PollResume, Watermark
 from tests.support.fake_table import FakeTable, created_key
 from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions, FakeWorkflowRuns
 
@@ -174,8 +174,15 @@ class _FakeRecords(FakeTable):
     # --- DueIndex and Watermarks --------------------------------------------------------
 
     def due_pages(
-        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+        self,
+        shard: int,
+        bucket_ms: int,
+        until_ms: int,
+        runs_until_ms: int | None = None,
+        after: str | None = None,
     ) -> Iterator[DueItems]:
+        # A bucket is one page here, the last: no poll has a point to resume from.
+        assert after is None, "the fake's buckets are one page: nothing to resume after"
         bucket = keys.due_pk(bucket_ms, shard)
         with self._lock:
             jobs = [
@@ -233,9 +240,14 @@ class _FakeRecords(FakeTable):
             self._runs[self._key(run)] = run
             return run
 
-    def get_watermark(self, shard: int) -> int | None:
+    def get_watermark(self, shard: int) -> Watermark | None:
         with self._lock:
-            return self._watermarks.get(shard)
+            bucket_ms = self._watermarks.get(shard)
+            return None if bucket_ms is None else Watermark(bucket_ms, self._resumes.get(shard))
+
+    def set_poll_resume(self, shard: int, resume: PollResume | None) -> None:
+        with self._lock:
+            self._resumes[shard] = resume
 
     def advance_watermark(self, shard: int, bucket_ms: int) -> None:
         with self._lock:

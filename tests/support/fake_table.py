@@ -12,7 +12,7 @@ from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
-from scheduler_core.ports import RunRef
+from scheduler_core.ports import PollResume, RunRef
 
 ENDED_FOR_GOOD = frozenset({RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.SKIPPED})
 
@@ -27,6 +27,7 @@ class FakeTable:
         self._runs: dict[tuple[str, int], Run] = {}
         self._owners: dict[tuple[str, int], str] = {}
         self._watermarks: dict[int, int] = {}
+        self._resumes: dict[int, PollResume | None] = {}
 
     # --- helpers ------------------------------------------------------------------------
 

@@ -32,6 +32,26 @@ class DueItems:
     runs: list[Run]
     # Runs whose timer is not up yet (left unread): the bucket is not drained while any are.
     later_runs: int = 0
+    # Where a read of the bucket goes on after this page (`due_pages(after=...)`); None:
+    # this was the bucket's last page.
+    resume_after: str | None = None
+
+
+@dataclass(frozen=True)
+class PollResume:
+    """Where a shard's next poll takes up the claims of a bucket a poll stopped in (out of
+    time, or throttled), instead of re-reading the claimed runs before it."""
+
+    bucket_ms: int
+    after: str  # a page's `DueItems.resume_after`
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """A shard's oldest undrained minute bucket, and where its next poll resumes claiming."""
+
+    bucket_ms: int
+    resume: PollResume | None = None
 
 
 class RunRef(Protocol):
@@ -260,7 +280,12 @@ class DueIndex(Protocol):
     """What one shard's minute bucket of the due index holds, and the claim of a firing."""
 
     def due_pages(
-        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+        self,
+        shard: int,
+        bucket_ms: int,
+        until_ms: int,
+        runs_until_ms: int | None = None,
+        after: str | None = None,
     ) -> Iterator[DueItems]: ...
 
     def claim_if_unchanged(
@@ -295,11 +320,14 @@ class WorkflowRuns(Protocol):
 
 
 class Watermarks(Protocol):
-    """Per shard, the oldest minute bucket a poll has not drained; only ever moved forward."""
+    """Per shard, the oldest minute bucket a poll has not drained, only ever moved forward;
+    and where the next poll resumes claiming (a hint: last written wins)."""
 
-    def get_watermark(self, shard: int) -> int | None: ...
+    def get_watermark(self, shard: int) -> Watermark | None: ...
 
     def advance_watermark(self, shard: int, bucket_ms: int) -> None: ...
+
+    def set_poll_resume(self, shard: int, resume: PollResume | None) -> None: ...
 
 
 class Secrets(Protocol):

@@ -10,7 +10,11 @@ A big bucket (a midnight burst: a shard's share of a million jobs) is worked thr
 is read: a page of the due index at a time (`DueIndex.due_pages`), its runs sent as they are
 claimed, a batch at a time (`Outbox`), so the first runs reach their queue while the last
 are still being read. A poll stops taking new work STOP_BEFORE_TIMEOUT before its function
-would be stopped, sends what it claimed and leaves the rest to the next poll (every minute).
+would be stopped, sends what it claimed and leaves the rest to the next poll (every minute),
+with the point it got to (`PollResume`): the next poll claims from there first, then reads the
+bucket from its start (the runs claimed before that point, entries the index showed late), so a
+bucket bigger than a poll can read is not re-read from its start every minute before its last
+jobs are reached.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import DueIndex, JobRecords, RunQueue, StoreContention, Watermarks
+from scheduler_core.ports import DueIndex, JobRecords, PollResume, RunQueue, StoreContention, Watermarks
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
@@ -77,6 +81,7 @@ class PollReport:
     # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
     watched: dict[str, int] = field(default_factory=dict)
     watermark_ms: int | None = None
+    resume: PollResume | None = None  # where the next poll claims first
 
 
 class PollStore(DueIndex, Watermarks, JobRecords, Protocol):
@@ -275,12 +280,15 @@ class Dispatcher:
         stop_at = now + time_left - STOP_BEFORE_TIMEOUT if time_left is not None else None
         until_ms = to_ms(self.horizon(now))
         report = PollReport(shard)
-        watermark = self._store.get_watermark(shard)
-        if watermark is None:
+        mark = self._store.get_watermark(shard)
+        resume = mark.resume if mark is not None else None
+        if mark is None:
             # Pin the first poll's start now, so a first poll that keeps failing does not let
             # the window slide past jobs created before it.
             watermark = keys.bucket_of(to_ms(now - self._policy.first_poll_lookback))
             self._store.advance_watermark(shard, watermark)
+        else:
+            watermark = mark.bucket_ms
         start_ms = watermark
         buckets = keys.buckets_between(start_ms, until_ms)
         truncated = len(buckets) > self._policy.max_buckets
@@ -290,7 +298,8 @@ class Dispatcher:
             if self._out_of_time(stop_at):
                 first_undrained = bucket if first_undrained is None else first_undrained
                 break
-            complete = self._drain_bucket(shard, bucket, until_ms, now, report, stop_at)
+            after = resume.after if resume is not None and resume.bucket_ms == bucket else None
+            complete = self._drain_bucket(shard, bucket, until_ms, now, report, stop_at, after)
             # The last bucket reaches past the horizon: what lies beyond is not due yet.
             drained = complete and keys.bucket_end(bucket) <= until_ms
             report.buckets_read += 1
@@ -302,6 +311,8 @@ class Dispatcher:
         report.watermark_ms = min(first_undrained, keys.bucket_of(to_ms(now - self._policy.grace)))
         if report.watermark_ms > watermark:
             self._store.advance_watermark(shard, report.watermark_ms)
+        if report.resume != resume:
+            self._store.set_poll_resume(shard, report.resume)
         return report
 
     def _out_of_time(self, stop_at: datetime | None) -> bool:
@@ -315,44 +326,77 @@ class Dispatcher:
         now: datetime,
         report: PollReport,
         stop_at: datetime | None,
+        after: str | None = None,
     ) -> bool:
         """Claim every job of one bucket and look after its runs whose timer is up, a page of
-        the index at a time; True if nothing was left behind."""
+        the index at a time; True if nothing was left behind. After a resume point, first
+        from there (the jobs a poll has not tried yet), then from the bucket's start."""
+        if after is not None:
+            _, finished = self._drain_pages(shard, bucket, until_ms, now, report, stop_at, after)
+            if not finished:
+                return False
+        drained, _ = self._drain_pages(shard, bucket, until_ms, now, report, stop_at, None, after is not None)
+        return drained
+
+    def _drain_pages(
+        self,
+        shard: int,
+        bucket: int,
+        until_ms: int,
+        now: datetime,
+        report: PollReport,
+        stop_at: datetime | None,
+        after: str | None,
+        resumed: bool = False,
+    ) -> tuple[bool, bool]:
+        """The bucket's pages from `after` (None: its start): whether nothing was left behind,
+        and whether every page was read. Stopped early (out of time, throttled), it leaves
+        the point up to which every job was tried (`report.resume`), unless this poll has
+        claimed past it already (`resumed`)."""
         outbox = Outbox(self._enqueue, self._send_batch)
-        drained = True
+        tried_to, tried_all = after, True
+        drained = finished = False
         try:
+            drained = True
             # A run's timer that is not up yet needs nothing from this poll: not read.
-            for due in self._store.due_pages(shard, bucket, until_ms, runs_until_ms=to_ms(now)):
+            for due in self._store.due_pages(shard, bucket, until_ms, runs_until_ms=to_ms(now), after=after):
                 if self._out_of_time(stop_at):
-                    return False
+                    break
                 if not self._watch_runs(due.runs, now, report) or due.later_runs:
                     drained = False
-                if not self._claim_page(due.jobs, now, outbox, report, stop_at):
-                    drained = False
+                page_drained, page_tried = self._claim_page(due.jobs, now, outbox, report, stop_at)
+                drained = drained and page_drained
+                tried_all = tried_all and page_tried
+                if tried_all:
+                    tried_to = due.resume_after
                 if self._out_of_time(stop_at):
-                    return False
+                    break
+            else:
+                finished = True
         except StoreContention:
             report.contended += 1
-            return False
         finally:
             outbox.flush()  # what is claimed is sent, whatever happened to the rest
             report.unsent += outbox.unsent
-        return drained
+        if not finished and not resumed and tried_to is not None and report.resume is None:
+            report.resume = PollResume(bucket, tried_to)
+        return drained and finished, finished
 
     def _claim_page(
         self, jobs: list[Job], now: datetime, outbox: Outbox, report: PollReport, stop_at: datetime | None
-    ) -> bool:
-        """Claim one page's jobs side by side; True if none was left behind."""
-        drained = True
+    ) -> tuple[bool, bool]:
+        """Claim one page's jobs side by side: whether none was left behind, and whether each
+        was tried (claimed, skipped, or lost to another claim)."""
+        drained = tried = True
         claims = self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), fair_order(jobs))
         for result in claims:
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
-                drained = False
+                drained = tried = False
             elif result.left:
                 report.left += 1
-                drained = False
+                drained = tried = False
             elif result.skipped:
                 report.skipped += 1
             elif not result.runs:
@@ -363,7 +407,7 @@ class Dispatcher:
                 # before the watermark passes it. Claimed ahead of time, the grace keeps it.
                 drained = False
             report.claimed += result.runs if result is not None else []
-        return drained
+        return drained, tried
 
     def _claim_or_log(
         self, job: Job, now: datetime, outbox: Outbox, stop_at: datetime | None

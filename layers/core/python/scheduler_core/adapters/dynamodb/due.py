@@ -4,6 +4,7 @@ holds, a page at a time, and the claim of a job's firing in one transaction."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from scheduler_core.adapters.dynamodb.codec import (
     to_item,
     with_job_name,
 )
+from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT, UNCHANGED_SINCE_READ
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, condition_failed, is_contention
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
@@ -24,27 +26,42 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import JobKind, Trigger
 from scheduler_core.observability import logger
-from scheduler_core.ports import DueItems, StoreContention
+from scheduler_core.ports import CursorNotValid, DueItems, StoreContention
 
 # How far after its firing a run kept on its job's item may have its timer for the claim to
 # leave the job's index entry at the firing (see `_claim_with_job`): a re-send timer (60 s)
 # does; a first attempt jittered further away than SQS can delay does not.
 ENTRY_LEFT_AT_FIRING = timedelta(minutes=5)
 JOB_ABSENT = "attribute_not_exists(pk)"
+DUE_ENTRY_KEYS = ("pk", "sk", "due_pk", "due_sk")  # an entry of the due index, as a resume point
+
+
+def _resume_point(key: dict[str, Any] | None) -> str | None:
+    """A due entry's key as an opaque resume point (its timer a whole number of ms)."""
+    if key is None:
+        return None
+    return encode_cursor({name: int(value) if name == "due_sk" else value for name, value in key.items()})
 
 
 class DueIndexTable(TransactionalWrites):
     def due_pages(
-        self, shard: int, bucket_ms: int, until_ms: int, runs_until_ms: int | None = None
+        self,
+        shard: int,
+        bucket_ms: int,
+        until_ms: int,
+        runs_until_ms: int | None = None,
+        after: str | None = None,
     ) -> Iterator[DueItems]:
         """Jobs and runs of one shard's minute bucket due at or before `until_ms`, a page of up
         to `due_page` index entries at a time (oldest first), so a poll acts on the first of a
-        big bucket before it has read the last. With `runs_until_ms`, runs only up to then,
-        the later ones counted (`later_runs`), not read. The index holds keys only (a run's
-        key says it is a run): each page's items are then read (strongly consistent, in
-        batches), and one that moved on since the index saw it (claimed, finished, its timer
-        moved) is left out. Every write that follows still re-checks the item it read.
-        Throttling raises StoreContention, from the page it met it on."""
+        big bucket before it has read the last; from the start, or after the page a
+        `resume_after` names. With `runs_until_ms`, runs only up to then, the later ones
+        counted (`later_runs`), not read. The index holds keys only (a run's key says it is a
+        run): each page's items are then read (strongly consistent, in batches), and one that
+        moved on since the index saw it (claimed, finished, its timer moved) is left out.
+        Every write that follows still re-checks the item it read. Throttling raises
+        StoreContention, from the page it met it on; a resume point not of this bucket,
+        CursorNotValid."""
         bucket = keys.due_pk(bucket_ms, shard)
         query: dict[str, Any] = {
             "TableName": self._table,
@@ -52,17 +69,21 @@ class DueIndexTable(TransactionalWrites):
             "KeyConditionExpression": "due_pk = :bucket AND due_sk <= :until",
             "ExpressionAttributeValues": expression_values(bucket=bucket, until=until_ms),
         }
+        start = decode_cursor(after, DUE_ENTRY_KEYS) if after else None
+        if start is not None and start["due_pk"] != bucket:
+            raise CursorNotValid("a resume point of another bucket")
         entries: list[dict[str, Any]] = []
         later_runs = 0
         try:
-            for entry, resume in self._query_items(query, None):
+            for entry, resume in self._query_items(query, start):
                 is_run = entry["sk"]["S"].startswith(keys.RUN_SK_PREFIX)
                 if is_run and runs_until_ms is not None and int(entry["due_sk"]["N"]) > runs_until_ms:
                     later_runs += 1
                 else:
                     entries.append(entry)
                 if len(entries) >= self._due_page_size or resume is None:
-                    yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
+                    page = self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
+                    yield replace(page, resume_after=_resume_point(resume))
                     entries, later_runs = [], 0
         except ClientError as error:
             if is_contention(error):
