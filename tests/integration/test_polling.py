@@ -13,6 +13,7 @@ the in-memory fakes in `tests/unit/test_polling_rules_on_fakes.py`."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -216,6 +217,32 @@ def _crowded_shard(cloud: SchedulerHarness, receiver: WebhookReceiver, at: str, 
     return shard, by_shard[shard]
 
 
+class _ClaimPages:
+    """A `Runner`, in order: each claiming call's number of jobs, with how many batch reads of
+    items (`BatchGetItem`, 10 index entries each here) the store had made by then (the
+    watchdog's calls, with no run due, are empty: not noted); `after_first` is called once,
+    when the first page's claims are made."""
+
+    def __init__(self, cloud: SchedulerHarness, after_first: Callable[[], None] | None = None) -> None:
+        self.reads = 0
+        self.pages: list[tuple[int, int]] = []
+        self._after_first = after_first
+        cloud.clients.dynamodb().meta.events.register("before-call.dynamodb.BatchGetItem", self._read)
+
+    def _read(self, **_: Any) -> None:
+        self.reads += 1
+
+    def map(self, work: Any, items: Any) -> list[Any]:
+        todo = list(items)
+        if todo:
+            self.pages.append((len(todo), self.reads))
+        results = [work(item) for item in todo]
+        if todo and self._after_first is not None:
+            self._after_first()
+            self._after_first = None
+        return results
+
+
 def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
@@ -223,33 +250,16 @@ def test_a_big_bucket_is_claimed_a_page_of_the_index_at_a_time(
     so a shard's share of a million jobs does not have to be read whole first."""
     fire_at = clock.now() + timedelta(minutes=30)
     shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 60)
-    reads = 0  # the store's batch reads of items (10 index entries each, here)
-
-    def count_read(**_: Any) -> None:
-        nonlocal reads
-        reads += 1
-
-    cloud.clients.dynamodb().meta.events.register("before-call.dynamodb.BatchGetItem", count_read)
-    pages: list[tuple[int, int]] = []
-
-    class Counting:
-        """A `Runner`: in order, noting how many items each call was given and how many batch
-        reads the store had made by then."""
-
-        def map(self, work: Any, items: Any) -> list[Any]:
-            todo = list(items)
-            pages.append((len(todo), reads))
-            return [work(item) for item in todo]
+    claims = _ClaimPages(cloud)
 
     clock.move_to(fire_at - timedelta(seconds=60))
     store = build_store(cloud.settings, cloud.clients, due_page=10)
-    report = build_dispatcher(cloud.settings, cloud.clients, clock, store, Counting()).poll_shard(shard)
+    report = build_dispatcher(cloud.settings, cloud.clients, clock, store, claims).poll_shard(shard)
 
     assert len(report.claimed) == crowd >= 15  # 60 jobs, 4 shards: the fullest has 15 or more
-    claims = [page for page in pages if page[0]]  # the watchdog's calls, with no run due, are empty
     sizes = [10] * (crowd // 10) + ([crowd % 10] if crowd % 10 else [])
     # Page n is claimed after the n-th read, before the next one: read, claim, read, claim.
-    assert claims == [(size, n) for n, size in enumerate(sizes, start=1)]
+    assert claims.pages == [(size, n) for n, size in enumerate(sizes, start=1)]
 
 
 def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_bucket_is_read_again(
@@ -259,31 +269,12 @@ def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_
     from where the last one stopped first, not after re-reading the runs it claimed."""
     fire_at = clock.now() + timedelta(minutes=30)
     shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 60)
-    reads = 0  # the store's batch reads of items (10 index entries each, here)
-
-    def count_read(**_: Any) -> None:
-        nonlocal reads
-        reads += 1
-
-    cloud.clients.dynamodb().meta.events.register("before-call.dynamodb.BatchGetItem", count_read)
-    pages: list[tuple[int, int]] = []
-
-    class OutOfTimeAfterAPage:
-        """A `Runner`, in order: each call's size and the reads made by then; the first
-        page's claims take the poll past its time."""
-
-        def map(self, work: Any, items: Any) -> list[Any]:
-            todo = list(items)
-            if todo:
-                pages.append((len(todo), reads))
-            results = [work(item) for item in todo]
-            if todo and len(pages) == 1:
-                clock.move_to(clock.now() + timedelta(seconds=2))
-            return results
+    # The first page's claims take the poll past its time.
+    claims = _ClaimPages(cloud, after_first=lambda: clock.move_to(clock.now() + timedelta(seconds=2)))
 
     clock.move_to(fire_at - timedelta(seconds=60))
     store = build_store(cloud.settings, cloud.clients, due_page=10)
-    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterAPage())
+    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, claims)
     # 6 s left: the poll stops taking new work 1 s from now (STOP_BEFORE_TIMEOUT is 5 s).
     first = dispatcher.poll_shard(shard, time_left=timedelta(seconds=6))
 
@@ -294,16 +285,16 @@ def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_
     assert mark.resume == first.resume
     assert mark.resume.bucket_ms == keys.bucket_of(to_ms(fire_at))
 
-    pages.clear()
-    reads = 0
+    claims.pages.clear()
+    claims.reads = 0
     second = dispatcher.poll_shard(shard)
 
     # It read the page after the point first (one read), claimed the rest of the crowd, then
     # read the bucket from its start (the first ten are runs now: read, nothing to claim).
-    assert pages[0] == (crowd - 10, 1)
+    assert claims.pages[0] == (crowd - 10, 1)
     assert len(second.claimed) == crowd - 10
     assert {run.job_id for run in first.claimed}.isdisjoint(run.job_id for run in second.claimed)
-    assert reads > 1
+    assert claims.reads > 1
     # Nothing left to take up: the point is gone.
     assert second.resume is None
     assert store.get_watermark(shard) == Watermark(mark.bucket_ms)
