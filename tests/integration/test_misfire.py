@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from scheduler_core.services.dispatch import PollReport
+from scheduler_core.services.polls import PollReport
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver

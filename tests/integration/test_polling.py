@@ -24,7 +24,7 @@ from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.ports import CursorNotValid, Watermark
+from scheduler_core.ports import CursorNotValid, PollResume, Watermark
 from scheduler_core.services.dispatch import Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver
@@ -289,9 +289,11 @@ def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_
     claims.reads = 0
     second = dispatcher.poll_shard(shard)
 
-    # It read the page after the point first (one read), claimed the rest of the crowd, then
-    # read the bucket from its start (the first ten are runs now: read, nothing to claim).
-    assert claims.pages[0] == (crowd - 10, 1)
+    # It read the page after the point first (one read) and claimed the rest of the crowd
+    # from there, then read the bucket from its start (the first ten are runs now: read,
+    # nothing to claim).
+    assert claims.pages[0] == (min(10, crowd - 10), 1)
+    assert sum(size for size, _ in claims.pages) == crowd - 10
     assert len(second.claimed) == crowd - 10
     assert {run.job_id for run in first.claimed}.isdisjoint(run.job_id for run in second.claimed)
     assert claims.reads > 1
@@ -306,3 +308,38 @@ def test_a_resume_point_of_another_bucket_is_refused(cloud: SchedulerHarness, cl
     point = encode_cursor({"pk": "JOB#j", "sk": "JOB", "due_pk": keys.due_pk(bucket, 0), "due_sk": bucket})
     with pytest.raises(CursorNotValid):
         list(store.due_pages(1, bucket, bucket + 60_000, after=point))
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "not a point",
+        encode_cursor({"pk": "JOB#x", "sk": "JOB", "due_pk": "another bucket", "due_sk": 1}),
+    ],
+)
+def test_a_resume_point_the_store_refuses_costs_a_read_from_the_start_not_the_shards_polls(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, point: str
+) -> None:
+    """A point written under other rules (or by hand) is a hint gone wrong, not an outage:
+    the poll reads the bucket from its start, claims it, and drops the point."""
+    fire_at = clock.now() + timedelta(minutes=30)
+    shard, crowd = _crowded_shard(cloud, receiver, fire_at.isoformat(), 20)
+    clock.move_to(fire_at - timedelta(seconds=60))
+    store = build_store(cloud.settings, cloud.clients, due_page=10)
+    store.advance_watermark(shard, keys.bucket_of(to_ms(clock.now())))
+    store.set_poll_resume(shard, PollResume(keys.bucket_of(to_ms(fire_at)), point))
+
+    report = build_dispatcher(cloud.settings, cloud.clients, clock, store).poll_shard(shard)
+
+    assert len(report.claimed) == crowd
+    assert report.resume is None
+    assert store.get_watermark(shard) == Watermark(keys.bucket_of(to_ms(clock.now())))
+
+
+def test_a_resume_point_past_the_horizon_reads_nothing(cloud: SchedulerHarness, clock: FrozenClock) -> None:
+    store = build_store(cloud.settings, cloud.clients)
+    bucket = keys.bucket_of(to_ms(clock.now()))
+    point = encode_cursor(
+        {"pk": "JOB#j", "sk": "JOB", "due_pk": keys.due_pk(bucket, 1), "due_sk": bucket + 30_000}
+    )
+    assert list(store.due_pages(1, bucket, bucket + 10_000, after=point)) == []

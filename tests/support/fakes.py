@@ -16,11 +16,12 @@ from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.ports import DeadLetterMessage, Delivery, KeyInUse, KeyReused
-from scheduler_core.services.dispatch import Dispatcher, PollPolicy
+from scheduler_core.services.dispatch import Dispatcher
 from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import InOrder
+from scheduler_core.services.polls import PollPolicy
 from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.target_check import TargetCheck
 from scheduler_core.services.workflow_runs import WorkflowRunner

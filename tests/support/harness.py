@@ -25,7 +25,7 @@ from scheduler_core.composition import (
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.services.dispatch import PollReport
+from scheduler_core.services.polls import PollReport
 from scheduler_core.settings import Settings
 from tests.support.events import ACCOUNT, ALICE, LambdaContext, api_event, sqs_event
 

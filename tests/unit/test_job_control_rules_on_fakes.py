@@ -31,7 +31,7 @@ from scheduler_core.domain.errors import Conflict, NotFound, PreconditionFailed
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
 from scheduler_core.ports import Delivery
-from scheduler_core.services.dispatch import PollReport
+from scheduler_core.services.polls import PollReport
 from tests.support.builders import T0, a_run
 from tests.support.fakes import Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso

@@ -34,7 +34,7 @@ from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.ports import Delivery
-from scheduler_core.services.dispatch import PollReport
+from scheduler_core.services.polls import PollReport
 from tests.support.builders import T0
 from tests.support.fakes import Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso

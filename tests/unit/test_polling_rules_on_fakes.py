@@ -29,8 +29,10 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import RunStatus
-from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher, PollReport
+from scheduler_core.ports import PollResume, Watermark
+from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
 from scheduler_core.services.parallel import Runner
+from scheduler_core.services.polls import PollReport
 from tests.support.builders import T0
 from tests.support.fakes import POLL_POLICY, Deliveries, FakeWorld, fake_world
 from tests.support.helpers import iso
@@ -296,3 +298,27 @@ def test_a_poll_that_claims_a_firing_after_its_time_keeps_its_bucket_for_the_nex
     report = world.dispatcher.poll_shard(shard)
     assert [run.scheduled_for for run in report.claimed] == [fire_at]
     assert report.watermark_ms == keys.bucket_of(to_ms(fire_at))  # not the grace's 09:11
+
+
+def test_a_poll_out_of_time_before_the_bucket_it_was_to_resume_in_keeps_the_point(world: FakeWorld) -> None:
+    now = world.clock.now()
+    world.store.advance_watermark(0, keys.bucket_of(to_ms(now)))
+    point = PollResume(keys.bucket_of(to_ms(now)) + 60_000, "after-a-page")
+    world.store.set_poll_resume(0, point)
+
+    report = world.dispatcher.poll_shard(0, time_left=STOP_BEFORE_TIMEOUT)  # out of time at once
+
+    assert report.buckets_read == 0
+    assert report.resume == point
+    assert world.store.get_watermark(0) == Watermark(keys.bucket_of(to_ms(now)), point)
+
+
+def test_a_resume_point_the_watermark_has_passed_is_dropped(world: FakeWorld) -> None:
+    now = world.clock.now()
+    world.store.advance_watermark(0, keys.bucket_of(to_ms(now)))
+    world.store.set_poll_resume(0, PollResume(keys.bucket_of(to_ms(now)) - 60_000, "after-a-page"))
+
+    report = world.dispatcher.poll_shard(0)
+
+    assert report.resume is None
+    assert world.store.get_watermark(0) == Watermark(keys.bucket_of(to_ms(now)))

@@ -23,11 +23,12 @@ from scheduler_core.domain.target_access import TargetAccess
 from scheduler_core.domain.tenancy import Tenancy
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import AuditLog, CreateOnce, RunQueue, TargetInvoker
-from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher, PollPolicy
+from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
 from scheduler_core.services.lifecycle import RunLifecycle, TimerPolicy
 from scheduler_core.services.parallel import Runner, Threads
+from scheduler_core.services.polls import PollPolicy
 from scheduler_core.services.quotas import TenantQuotas
 from scheduler_core.services.redrive import DeadLetterRedriver
 from scheduler_core.services.secret_headers import open_secret_headers

@@ -20,7 +20,6 @@ jobs are reached.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -34,10 +33,20 @@ from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import DueIndex, JobRecords, PollResume, RunQueue, StoreContention, Watermarks
+from scheduler_core.ports import (
+    CursorNotValid,
+    DueIndex,
+    JobRecords,
+    PollResume,
+    RunQueue,
+    StoreContention,
+    Watermark,
+    Watermarks,
+)
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
+from scheduler_core.services.polls import BucketRead, ClaimResult, PollPolicy, PollReport
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # The watchdog's actions that may end a run (a workflow task's end moves its workflow run on).
@@ -49,39 +58,6 @@ SEND_BATCH = BATCH_SIZE
 # How long before its function's timeout a poll stops claiming: time for the claims under
 # way and the last sends.
 STOP_BEFORE_TIMEOUT = timedelta(seconds=5)
-
-
-@dataclass(frozen=True)
-class PollPolicy:
-    lookahead: timedelta
-    grace: timedelta
-    first_poll_lookback: timedelta
-    max_buckets: int
-
-
-@dataclass
-class ClaimResult:
-    runs: list[Run]
-    job: Job  # the job as the last successful claim left it
-    contended: bool = False  # a claim was throttled or conflicted: the rest waits for a later poll
-    skipped: bool = False  # missed firings skipped (misfire policy), nothing within the horizon
-    left: bool = False  # not tried: the poll ran out of time
-
-
-@dataclass
-class PollReport:
-    shard: int
-    buckets_read: int = 0
-    claimed: list[Run] = field(default_factory=list)
-    lost_races: int = 0
-    contended: int = 0
-    skipped: int = 0  # jobs moved past missed firings without a run (misfire SKIP, CATCH_UP)
-    left: int = 0  # jobs not tried: the poll stopped before its function's timeout
-    unsent: list[Run] = field(default_factory=list)
-    # What the watchdog did with runs whose timer was up: "resent", "retried", "failed", ...
-    watched: dict[str, int] = field(default_factory=dict)
-    watermark_ms: int | None = None
-    resume: PollResume | None = None  # where the next poll claims first
 
 
 class PollStore(DueIndex, Watermarks, JobRecords, Protocol):
@@ -275,101 +251,108 @@ class Dispatcher:
         """Claim and enqueue everything due in one shard, from its watermark to the horizon;
         then advance the watermark past the buckets that are fully drained. `time_left`: how
         long until the function is stopped (none: no limit); the poll stops taking new work
-        STOP_BEFORE_TIMEOUT before that."""
+        STOP_BEFORE_TIMEOUT before that. A bucket the last poll stopped in is claimed from
+        where it stopped, and read from its start only after the later buckets."""
         now = self._clock.now()
         stop_at = now + time_left - STOP_BEFORE_TIMEOUT if time_left is not None else None
         until_ms = to_ms(self.horizon(now))
         report = PollReport(shard)
         mark = self._store.get_watermark(shard)
-        resume = mark.resume if mark is not None else None
         if mark is None:
             # Pin the first poll's start now, so a first poll that keeps failing does not let
             # the window slide past jobs created before it.
-            watermark = keys.bucket_of(to_ms(now - self._policy.first_poll_lookback))
-            self._store.advance_watermark(shard, watermark)
-        else:
-            watermark = mark.bucket_ms
-        start_ms = watermark
-        buckets = keys.buckets_between(start_ms, until_ms)
+            mark = Watermark(keys.bucket_of(to_ms(now - self._policy.first_poll_lookback)))
+            self._store.advance_watermark(shard, mark.bucket_ms)
+        buckets = keys.buckets_between(mark.bucket_ms, until_ms)
         truncated = len(buckets) > self._policy.max_buckets
         buckets = buckets[: self._policy.max_buckets]
-        first_undrained: int | None = None
+        read = BucketRead(shard, until_ms, now, report, stop_at)
+        undrained: list[int] = []
+        resumed: list[int] = []  # read from their start once the later buckets are
         for bucket in buckets:
             if self._out_of_time(stop_at):
-                first_undrained = bucket if first_undrained is None else first_undrained
+                undrained.append(bucket)
                 break
-            after = resume.after if resume is not None and resume.bucket_ms == bucket else None
-            complete = self._drain_bucket(shard, bucket, until_ms, now, report, stop_at, after)
-            # The last bucket reaches past the horizon: what lies beyond is not due yet.
-            drained = complete and keys.bucket_end(bucket) <= until_ms
             report.buckets_read += 1
-            if not drained and first_undrained is None:
-                first_undrained = bucket
-        if first_undrained is None:
+            if mark.resume is not None and mark.resume.bucket_ms == bucket:
+                if self._claim_from(read, mark.resume):
+                    resumed.append(bucket)
+                undrained.append(bucket)
+            elif not self._drain_pages(read, bucket, None)[0] or keys.bucket_end(bucket) > until_ms:
+                undrained.append(bucket)  # the last bucket reaches past the horizon: not due yet
+        for bucket in resumed:
+            if not self._out_of_time(stop_at) and self._drain_pages(read, bucket, None)[0]:
+                undrained.remove(bucket)
+        if undrained:
+            first_undrained = min(undrained)
+        else:
             first_undrained = buckets[-1] + 60_000 if truncated else keys.bucket_of(until_ms)
         # GSI reads lag: keep re-reading the last `grace` of buckets before leaving them.
         report.watermark_ms = min(first_undrained, keys.bucket_of(to_ms(now - self._policy.grace)))
-        if report.watermark_ms > watermark:
+        if report.watermark_ms > mark.bucket_ms:
             self._store.advance_watermark(shard, report.watermark_ms)
-        if report.resume != resume:
-            self._store.set_poll_resume(shard, report.resume)
+        self._leave_resume(shard, mark.resume, report, max(report.watermark_ms, mark.bucket_ms))
         return report
 
     def _out_of_time(self, stop_at: datetime | None) -> bool:
         return stop_at is not None and self._clock.now() >= stop_at
 
-    def _drain_bucket(
-        self,
-        shard: int,
-        bucket: int,
-        until_ms: int,
-        now: datetime,
-        report: PollReport,
-        stop_at: datetime | None,
-        after: str | None = None,
-    ) -> bool:
-        """Claim every job of one bucket and look after its runs whose timer is up, a page of
-        the index at a time; True if nothing was left behind. After a resume point, first
-        from there (the jobs a poll has not tried yet), then from the bucket's start."""
-        if after is not None:
-            _, finished = self._drain_pages(shard, bucket, until_ms, now, report, stop_at, after)
-            if not finished:
-                return False
-        drained, _ = self._drain_pages(shard, bucket, until_ms, now, report, stop_at, None, after is not None)
-        return drained
+    def _claim_from(self, read: BucketRead, resume: PollResume) -> bool:
+        """The claims of a bucket after where the last poll stopped; True if every page after
+        it was read (a point the store refuses counts: the bucket is then read from its start)."""
+        try:
+            finished = self._drain_pages(read, resume.bucket_ms, resume.after)[1]
+        except CursorNotValid as error:
+            logger.warning(
+                "poll resume point refused; the bucket is read from its start",
+                extra={"shard": read.shard, "bucket_ms": resume.bucket_ms, "error": str(error)},
+            )
+            finished = True
+        read.report.resume_done = read.report.resume_done or finished
+        return finished
 
-    def _drain_pages(
-        self,
-        shard: int,
-        bucket: int,
-        until_ms: int,
-        now: datetime,
-        report: PollReport,
-        stop_at: datetime | None,
-        after: str | None,
-        resumed: bool = False,
-    ) -> tuple[bool, bool]:
-        """The bucket's pages from `after` (None: its start): whether nothing was left behind,
-        and whether every page was read. Stopped early (out of time, throttled), it leaves
-        the point up to which every job was tried (`report.resume`), unless this poll has
-        claimed past it already (`resumed`)."""
+    def _leave_resume(
+        self, shard: int, found: PollResume | None, report: PollReport, watermark_ms: int
+    ) -> None:
+        """Where the next poll claims first: where this one stopped, or the point it found if it
+        did not get through it (unless the watermark passed its bucket); the later of the two."""
+        kept = found
+        if kept is not None and (report.resume_done or kept.bucket_ms < watermark_ms):
+            kept = None
+        points = [point for point in (report.resume, kept) if point is not None]
+        report.resume = max(points, key=lambda point: point.bucket_ms) if points else None
+        if report.resume == found:
+            return
+        try:
+            self._store.set_poll_resume(shard, report.resume)
+        except Exception:  # a hint: the next poll reads the bucket from its start instead
+            logger.exception("poll resume point not written", extra={"shard": shard})
+
+    def _drain_pages(self, read: BucketRead, bucket: int, after: str | None) -> tuple[bool, bool]:
+        """Claim the jobs of one bucket and look after its runs whose timer is up, a page of the
+        index at a time, from `after` (None: its start): whether nothing was left behind, and
+        whether every page was read. Stopped early (out of time, throttled), it leaves the
+        point up to which every job was tried (`report.resume`)."""
         outbox = Outbox(self._enqueue, self._send_batch)
-        tried_to, tried_all = after, True
+        report, now, stop_at = read.report, read.now, read.stop_at
+        tried_to = after
         drained = finished = False
         try:
             drained = True
             # A run's timer that is not up yet needs nothing from this poll: not read.
-            for due in self._store.due_pages(shard, bucket, until_ms, runs_until_ms=to_ms(now), after=after):
+            pages = self._store.due_pages(
+                read.shard, bucket, read.until_ms, runs_until_ms=to_ms(now), after=after
+            )
+            for due in pages:
                 if self._out_of_time(stop_at):
                     break
                 if not self._watch_runs(due.runs, now, report) or due.later_runs:
                     drained = False
                 page_drained, page_tried = self._claim_page(due.jobs, now, outbox, report, stop_at)
                 drained = drained and page_drained
-                tried_all = tried_all and page_tried
-                if tried_all:
+                if page_tried:
                     tried_to = due.resume_after
-                if self._out_of_time(stop_at):
+                if self._out_of_time(stop_at) or not page_tried:
                     break
             else:
                 finished = True
@@ -378,22 +361,25 @@ class Dispatcher:
         finally:
             outbox.flush()  # what is claimed is sent, whatever happened to the rest
             report.unsent += outbox.unsent
-        if not finished and not resumed and tried_to is not None and report.resume is None:
-            report.resume = PollResume(bucket, tried_to)
+        if not finished and tried_to is not None:
+            stopped = PollResume(bucket, tried_to)
+            if report.resume is None or report.resume.bucket_ms <= bucket:
+                report.resume = stopped
         return drained and finished, finished
 
     def _claim_page(
         self, jobs: list[Job], now: datetime, outbox: Outbox, report: PollReport, stop_at: datetime | None
     ) -> tuple[bool, bool]:
         """Claim one page's jobs side by side: whether none was left behind, and whether each
-        was tried (claimed, skipped, or lost to another claim)."""
+        was tried (none left for lack of time; a failed claim is tried again by the read of
+        the bucket from its start)."""
         drained = tried = True
         claims = self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), fair_order(jobs))
         for result in claims:
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
-                drained = tried = False
+                drained = False
             elif result.left:
                 report.left += 1
                 drained = tried = False

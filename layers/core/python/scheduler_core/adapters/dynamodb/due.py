@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
+from scheduler_core.adapters.aws import error_code
 from scheduler_core.adapters.dynamodb.codec import (
     WITH_JOB_TIMER,
     expression_values,
@@ -72,6 +73,8 @@ class DueIndexTable(TransactionalWrites):
         start = decode_cursor(after, DUE_ENTRY_KEYS) if after else None
         if start is not None and start["due_pk"] != bucket:
             raise CursorNotValid("a resume point of another bucket")
+        if start is not None and start["due_sk"] > until_ms:
+            return  # nothing after it is due yet (DynamoDB refuses a start outside the range)
         entries: list[dict[str, Any]] = []
         later_runs = 0
         try:
@@ -88,6 +91,8 @@ class DueIndexTable(TransactionalWrites):
         except ClientError as error:
             if is_contention(error):
                 raise StoreContention(str(error)) from error
+            if start is not None and error_code(error) == "ValidationException":
+                raise CursorNotValid(f"a resume point the query refused: {error}") from error
             raise
         if entries or later_runs:  # a query whose last page came back empty
             yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
