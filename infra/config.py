@@ -328,15 +328,17 @@ def output_variable(key: str) -> str:
 
 # The context docs/operations/deploy.md gives for 100,000 runs a minute (and a million due in
 # one second), over cdk.json's defaults: the settings of Benchmarks' "tuned" rows and of its
-# cost table. Mappings take batches of 100, gathered for up to a second (under the 2 s delivery
-# lead), so an invocation's wait for its runs' time is shared by a hundred runs; the caps leave
-# a burst room to drain (a steady 100,000 a minute keeps about 42 batches busy); a worker of
-# 1,024 MB has the CPU a hundred records ask for (`python -m bench --only worker-cpu`).
+# cost table. Mappings take batches of 100, gathered for up to a second (a window a 3 s
+# delivery lead makes room for), so an invocation's wait for its runs' time is shared by a
+# hundred runs; the caps leave a burst room to drain (a steady 100,000 a minute keeps about 60
+# batches busy); a worker of 1,024 MB has the CPU a hundred records ask for
+# (`python -m bench --only worker-cpu`).
 HIGH_VOLUME_CONTEXT: dict[str, Any] = {
     "shards": 64,
     "claim_parallelism": 32,
     "poller_reserved_concurrency": 128,
     "worker_memory_mb": 1024,
+    "delivery_lead_seconds": 3,
     "queue_capacity": {
         priority: {"batch_size": 100, "batching_window_seconds": 1, "max_concurrency": concurrency}
         for priority, concurrency in (("HIGH", 125), ("NORMAL", 375), ("LOW", 125))
@@ -365,22 +367,34 @@ def _json_value(key: str, value: Any) -> Any:
         raise ConfigError(f"context {key} must be JSON, got {value!r}") from error
 
 
+# A poller sees a delayed message up to a second after it becomes visible (settings.py,
+# delivery_lead_seconds), and the run's start takes its share of a second too: what is left
+# of the lead for a batching window to hold a message.
+LEAD_BEFORE_WINDOW_SECONDS = 2
+
+
 def _check_batching_window(priority: str, capacity: QueueCapacity, lead_seconds: int) -> None:
     """A window holds a message that long before the worker sees it: it must fit inside the
-    delivery lead, or a lone message reaches the worker after its run's time."""
+    delivery lead with the pickup and the start, or a lone message's run starts late."""
     name = f"queue_capacity.{priority}"
     window = capacity.batching_window_seconds
-    if capacity.batch_size > 10 and window < 1:
-        raise ConfigError(
-            f"context {name}.batch_size {capacity.batch_size} needs a batching window: SQS event sources "
-            "take more than 10 messages only with one; set batching_window_seconds to 1"
-        )
     _check_range(f"{name}.batching_window_seconds", window, 0, 300)  # Lambda's bounds
-    if window and window >= lead_seconds:
+    room = lead_seconds - LEAD_BEFORE_WINDOW_SECONDS
+    if capacity.batch_size > 10 and window < 1:
+        fix = "set batching_window_seconds to 1"
+        if room < 1:
+            lead = LEAD_BEFORE_WINDOW_SECONDS + 1
+            fix = f"set delivery_lead_seconds to {lead} and batching_window_seconds to 1"
         raise ConfigError(
-            f"context {name}.batching_window_seconds {window} must be below delivery_lead_seconds "
-            f"({lead_seconds}): a window holds a message that long, and it must still reach the worker "
-            "before its run's time"
+            f"context {name}.batch_size {capacity.batch_size} needs a batching window (SQS event sources "
+            f"take more than 10 messages only with one): {fix}"
+        )
+    if window > max(0, room):
+        raise ConfigError(
+            f"context {name}.batching_window_seconds {window} leaves the run no time to start: a poller "
+            f"sees a message up to 1 s after it becomes visible, delivery_lead_seconds ({lead_seconds}) "
+            f"before its run's time, and the window holds it that long again; set it to at most "
+            f"{max(0, room)} or raise delivery_lead_seconds to {window + LEAD_BEFORE_WINDOW_SECONDS}"
         )
 
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -55,7 +55,6 @@ from typing import Any
 from bench.capacity.lambdas import STANDARD_SCALED_UP
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
-from infra.config import QueueCapacity
 from scheduler_core.composition import build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate
@@ -451,17 +450,15 @@ def midnight(
     shards: int | None = None,
     claim_parallelism: int | None = None,
     warm_wcu: float | None = None,
-    queue_capacity: dict[Priority, QueueCapacity] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
     `warm_wcu`: the table and its indexes pre-warmed to serve that many write units a second
     at once (context `table_capacity.warm.write`); else they serve double PREVIOUS_PEAK_WCU.
-    `queue_capacity`: each priority's mapping settings (context `queue_capacity`)."""
+    `context`: a deploy's context over cdk.json's (shards, claims, the mappings' batches...)."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
-    burst = _one_off_burst(
-        "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, queue_capacity
-    )
+    burst = _one_off_burst("midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, context)
     return burst | {"goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(total / 60.0)}}
 
 
@@ -471,14 +468,14 @@ def burst_10m(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
-    queue_capacity: dict[Priority, QueueCapacity] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """10,000,000 one-offs (times `scale`) due evenly over one minute, a fraction f run for
     real (the issue asks what this takes and how late the last fires: no goal of its own)."""
     total = max(1, round(BURST_JOBS * scale))
     f = fraction if fraction is not None else BURST_FRACTION
     burst = _one_off_burst(
-        "burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism, None, queue_capacity
+        "burst-10m", total, BURST_SPREAD_SECONDS, f, seed, shards, claim_parallelism, None, context
     )
     return burst | {"goal": {"runs_per_second_needed": round(total / BURST_SPREAD_SECONDS)}}
 
@@ -492,7 +489,7 @@ def _one_off_burst(
     shards: int | None,
     claim_parallelism: int | None,
     warm_wcu: float | None = None,
-    queue_capacity: dict[Priority, QueueCapacity] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`total` one-offs due evenly over `spread_seconds` from virtual second
     MIDNIGHT_DUE_SECOND (all in that second when 0), created days before."""
@@ -507,7 +504,7 @@ def _one_off_burst(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=previous_peak,
-        queue_capacity=queue_capacity,
+        context=context,
     )
     due = world.sim.start + timedelta(seconds=MIDNIGHT_DUE_SECOND)
     step = timedelta(seconds=spread_seconds / sampled)
@@ -557,7 +554,7 @@ def steady(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
-    queue_capacity: dict[Priority, QueueCapacity] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """100,000 runs a minute (times `scale`) for 10 minutes: half cron, half one-off. The
     queue mappings start scaled up to their ceiling, as a steady load leaves them."""
@@ -573,7 +570,7 @@ def steady(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=PREVIOUS_PEAK_WCU,
-        queue_capacity=queue_capacity,
+        context=context,
         mode=STANDARD_SCALED_UP,
     )
     first = world.sim.start + timedelta(seconds=STEADY_FIRST_SECOND)

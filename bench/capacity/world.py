@@ -8,7 +8,7 @@ import contextlib
 import io
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -90,10 +90,12 @@ class StackDefaults:
     worker_timeout_seconds: int
     max_receive_count: int
     queue_capacity: dict[Priority, QueueCapacity]
+    claim_parallelism: int
 
     @classmethod
-    def from_cdk_json(cls) -> StackDefaults:
-        context = cdk_json_context()
+    def from_cdk_json(cls, overrides: Mapping[str, Any] | None = None) -> StackDefaults:
+        """cdk.json's context, with `overrides` (a deploy's `-c` values) over it."""
+        context = cdk_json_context() | dict(overrides or {})
         return cls(
             shards=int(context["shards"]),
             lookahead_seconds=int(context["lookahead_seconds"]),
@@ -102,6 +104,7 @@ class StackDefaults:
             worker_timeout_seconds=int(context["worker_timeout_seconds"]),
             max_receive_count=int(context["max_receive_count"]),
             queue_capacity={p: parse_queue_capacity(context["queue_capacity"])[p.value] for p in Priority},
+            claim_parallelism=int(context["claim_parallelism"]),
         )
 
     @property
@@ -135,7 +138,7 @@ class World:
         latency_factor: float = 1.0,
         mode: ScalingMode = STANDARD,
         account_concurrency: int = 1_000,
-        queue_capacity: dict[Priority, QueueCapacity] | None = None,
+        context: Mapping[str, Any] | None = None,
         claim_parallelism: int | None = None,
         fraction: float = 1.0,
         previous_peak_wcu: float = 0.0,
@@ -143,9 +146,9 @@ class World:
         """`fraction`: the share of the scenario's jobs run by the production code; the
         rest is shadow load (`scenarios`). `previous_peak_wcu`: the write units a second the
         on-demand table and its indexes have served before (they serve double at once)."""
-        self.defaults = defaults or StackDefaults.from_cdk_json()
+        self.defaults = defaults or StackDefaults.from_cdk_json(context)
         self.shards = shards or self.defaults.shards
-        self.claim_parallelism = claim_parallelism
+        self.claim_parallelism = claim_parallelism or self.defaults.claim_parallelism
         self.fraction = fraction
         self.previous_peak_wcu = previous_peak_wcu
         self.sim = Sim(START)
@@ -158,7 +161,7 @@ class World:
             )
         self.account = Account(account_concurrency)
         self.mode = mode
-        self.queue_capacity = queue_capacity or dict(self.defaults.queue_capacity)
+        self.queue_capacity = dict(self.defaults.queue_capacity)
         self.arrivals = Arrivals()
         self.log = _LogSink()
         self.aws: SimulatedAws

@@ -102,8 +102,10 @@ NARROWED_CONTEXT: dict[str, Any] = {
     "api_throttle_rate": 50,
     "api_throttle_burst": 80,
     "queue_sender_arns": [NARROWED_OPERATORS],
-    # Deploy's batches for 100,000 runs a minute: 100 records, a 1 s batching window.
+    # Deploy's batches for 100,000 runs a minute: 100 records, a 1 s batching window, and the
+    # delivery lead that window needs.
     "queue_capacity": HIGH_VOLUME_CONTEXT["queue_capacity"],
+    "delivery_lead_seconds": HIGH_VOLUME_CONTEXT["delivery_lead_seconds"],
 }
 
 

@@ -161,23 +161,34 @@ def _queues(**limits: Any) -> dict[str, dict[str, Any]]:
 
 
 def test_batches_above_ten_need_a_batching_window_inside_the_delivery_lead() -> None:
-    config = _config(queue_capacity=_queues(batch_size=100, batching_window_seconds=1))
+    # 3 s of lead: a second for the poller to see the message, one for the run's start, one
+    # for the window.
+    config = _config(
+        delivery_lead_seconds=3, queue_capacity=_queues(batch_size=100, batching_window_seconds=1)
+    )
     assert {c.batching_window_seconds for c in config.queue_capacity.values()} == {1}
     assert _config().queue_capacity["HIGH"].batching_window_seconds == 0  # optional, none by default
     with pytest.raises(
-        ConfigError, match=r"batch_size 100 needs a batching window.*set batching_window_seconds to 1"
+        ConfigError, match=r"batch_size 100 needs a batching window.*: set batching_window_seconds to 1$"
+    ):
+        _config(delivery_lead_seconds=3, queue_capacity=_queues(batch_size=100))
+    # At the default 2 s lead there is no room for a window: the error says both settings.
+    with pytest.raises(
+        ConfigError, match=r"set delivery_lead_seconds to 3 and batching_window_seconds to 1$"
     ):
         _config(queue_capacity=_queues(batch_size=100))
     with pytest.raises(
-        ConfigError, match=r"batching_window_seconds 2 must be below delivery_lead_seconds \(2\)"
+        ConfigError,
+        match=r"batching_window_seconds 1 leaves the run no time to start.*at most 0 or raise "
+        r"delivery_lead_seconds to 3$",
     ):
-        _config(queue_capacity=_queues(batching_window_seconds=2))
+        _config(queue_capacity=_queues(batching_window_seconds=1))
     # A longer lead makes room for a longer window.
-    assert _config(delivery_lead_seconds=3, queue_capacity=_queues(batching_window_seconds=2))
+    assert _config(delivery_lead_seconds=4, queue_capacity=_queues(batching_window_seconds=2))
     with pytest.raises(ConfigError, match=r"batch_size must be between 1 and 100, got 101"):
-        _config(queue_capacity=_queues(batch_size=101, batching_window_seconds=1))
+        _config(delivery_lead_seconds=3, queue_capacity=_queues(batch_size=101, batching_window_seconds=1))
     with pytest.raises(ConfigError, match=r"batching_window_seconds must be between 0 and 300, got -1"):
-        _config(queue_capacity=_queues(batching_window_seconds=-1))
+        _config(queue_capacity=_queues(batch_size=100, batching_window_seconds=-1))
     with pytest.raises(ConfigError, match="optionally"):
         _config(queue_capacity=_queues(batching_window_seconds="soon"))
 
@@ -185,6 +196,7 @@ def test_batches_above_ten_need_a_batching_window_inside_the_delivery_lead() -> 
 def test_the_high_volume_context_is_valid_and_is_the_command_deploy_gives() -> None:
     config = _config(**HIGH_VOLUME_CONTEXT)
     assert (config.shards, config.claim_parallelism, config.worker_memory_mb) == (64, 32, 1024)
+    assert config.delivery_lead_seconds == 3
     assert {(c.batch_size, c.batching_window_seconds) for c in config.queue_capacity.values()} == {(100, 1)}
     # docs/operations/deploy.md's command for 100,000 runs a minute sets exactly these values.
     guide = (REPO_ROOT / "docs/operations/deploy.md").read_text()
