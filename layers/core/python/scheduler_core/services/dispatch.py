@@ -281,7 +281,9 @@ class Dispatcher:
             elif not self._drain_pages(read, bucket, None)[0] or keys.bucket_end(bucket) > until_ms:
                 undrained.append(bucket)  # the last bucket reaches past the horizon: not due yet
         for bucket in resumed:
-            if not self._out_of_time(stop_at) and self._drain_pages(read, bucket, None)[0]:
+            if self._out_of_time(stop_at):
+                break
+            if self._drain_pages(read, bucket, None)[0] and keys.bucket_end(bucket) <= until_ms:
                 undrained.remove(bucket)
         if undrained:
             first_undrained = min(undrained)
