@@ -22,13 +22,13 @@ The model, and what it assumes beyond the measurement:
   1 s and lead before their times, and a mapping's poller picks them up 0-1 s later (0.5 s
   on average, the capacity model's figure, `bench.capacity.latency`). At the steady load
   every batch is full (`worker_batch_size` records of one second), and its invocation
-  waits for the last of them: lead + b/(b+1) - 0.5 s on average for b records (2.49 s at
-  the 2 s lead and the batches of 100 Deploy gives for this load, as the measurement deploys
-  them; the capacity simulation's steady-tuned invocations average 2.04 s, with 87 records
+  waits for the last of them: lead + b/(b+1) - 0.5 s on average for b records (3.49 s at
+  the 3 s lead and the batches of 100 Deploy gives for this load, as the measurement deploys
+  them; the capacity simulation's steady-tuned invocations average 2.99 s, with 90 records
   a batch). The worker runs a batch's records side by side, so the invocation then lasts
   about one record's time more (the requests part measures records one after another: its
   time per run is one record's); `python -m bench --only worker-cpu` measured invocations of
-  2.5-2.9 s for 100 records due over a second. Each run bears a b-th of the invocation.
+  3.7-4.5 s for 100 records due over a second. Each run bears a b-th of the invocation.
   Fewer records a batch raise it: batches of 10, the default, wait 2.41 s for 10 runs.
 - Provisioned capacity: auto scaling holds the tables at `TARGET_UTILIZATION` of the
   capacity the steady load needs (capacity units = units per run × runs per second ÷ 0.7),
