@@ -305,9 +305,10 @@ def test_a_poll_stopped_in_a_big_bucket_is_taken_up_where_it_stopped_before_the_
 def test_a_resume_point_of_another_bucket_is_refused(cloud: SchedulerHarness, clock: FrozenClock) -> None:
     store = build_store(cloud.settings, cloud.clients)
     bucket = keys.bucket_of(to_ms(clock.now()))
-    point = encode_cursor({"pk": "JOB#j", "sk": "JOB", "due_pk": keys.due_pk(bucket, 0), "due_sk": bucket})
-    with pytest.raises(CursorNotValid):
-        list(store.due_pages(1, bucket, bucket + 60_000, after=point))
+    for due_pk, due_sk in ((keys.due_pk(bucket, 0), bucket), (keys.due_pk(bucket, 1), "not a time")):
+        point = encode_cursor({"pk": "JOB#j", "sk": "JOB", "due_pk": due_pk, "due_sk": due_sk})
+        with pytest.raises(CursorNotValid):
+            list(store.due_pages(1, bucket, bucket + 60_000, after=point))
 
 
 @pytest.mark.parametrize(

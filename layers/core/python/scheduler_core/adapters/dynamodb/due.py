@@ -71,7 +71,7 @@ class DueIndexTable(TransactionalWrites):
             "ExpressionAttributeValues": expression_values(bucket=bucket, until=until_ms),
         }
         start = decode_cursor(after, DUE_ENTRY_KEYS) if after else None
-        if start is not None and start["due_pk"] != bucket:
+        if start is not None and (start["due_pk"] != bucket or not isinstance(start["due_sk"], int)):
             raise CursorNotValid("a resume point of another bucket")
         if start is not None and start["due_sk"] > until_ms:
             return  # nothing after it is due yet (DynamoDB refuses a start outside the range)
