@@ -24,7 +24,8 @@ from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.ports import CursorNotValid, PollResume, Watermark
+from scheduler_core.poll_ports import PollResume, Watermark
+from scheduler_core.ports import CursorNotValid
 from scheduler_core.services.dispatch import Dispatcher
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.receiver import WebhookReceiver

@@ -12,7 +12,8 @@ import pytest
 
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus, Trigger
-from scheduler_core.ports import CursorNotValid, JobStore, PollResume, Watermark
+from scheduler_core.poll_ports import PollResume, Watermark
+from scheduler_core.ports import CursorNotValid, JobStore
 from tests.support.builders import T0, a_job, a_run
 from tests.support.store_contract import AT, MINUTE, claimed, due_jobs, due_runs
 

@@ -21,7 +21,8 @@ from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
-from scheduler_core.ports import CursorNotValid, DueItems, Page, PollResume, Watermark
+from scheduler_core.poll_ports import DueItems, PollResume, Watermark
+from scheduler_core.ports import CursorNotValid, Page
 from tests.support.fake_table import FakeTable, created_key
 from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions, FakeWorkflowRuns
 

@@ -12,7 +12,8 @@ from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Attempt, Job, Run
 from scheduler_core.domain.vocabulary import MAX_RUN_ERROR, JobStatus, RunStatus
-from scheduler_core.ports import PollResume, RunRef
+from scheduler_core.poll_ports import PollResume
+from scheduler_core.ports import RunRef
 
 ENDED_FOR_GOOD = frozenset({RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.SKIPPED})
 

@@ -23,7 +23,7 @@ def modules_in(folder: str) -> list[str]:
 DOMAIN = modules_in("domain")
 SERVICES = modules_in("services")
 # Pure too, beside the domain: the API's HTTP plumbing and the ports' interfaces.
-PURE = [f"domain.{module}" for module in DOMAIN] + ["api", "ports"]
+PURE = [f"domain.{module}" for module in DOMAIN] + ["api", "ports", "poll_ports"]
 
 
 def test_the_layers_are_folders() -> None:
@@ -63,7 +63,8 @@ def test_services_depend_on_ports_not_adapters(module: str) -> None:
 
 
 def test_ports_name_domain_things_only() -> None:
-    assert layers_imported("scheduler_core.ports") <= {"domain"}
+    assert layers_imported("scheduler_core.poll_ports") <= {"domain"}
+    assert layers_imported("scheduler_core.ports") <= {"domain", "poll_ports"}
 
 
 def test_adapters_never_call_a_service() -> None:

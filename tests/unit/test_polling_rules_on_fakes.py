@@ -29,7 +29,7 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import RunStatus
-from scheduler_core.ports import PollResume, Watermark
+from scheduler_core.poll_ports import PollResume, Watermark
 from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
 from scheduler_core.services.parallel import Runner
 from scheduler_core.services.polls import PollReport

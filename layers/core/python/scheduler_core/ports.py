@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -13,6 +13,7 @@ from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.domain.overlap import SlotsAsRead
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
 from scheduler_core.domain.workflows import Phase, WorkflowState
+from scheduler_core.poll_ports import DueIndex, Watermarks
 
 
 @dataclass(frozen=True)
@@ -21,37 +22,6 @@ class Page:
 
     items: list[Any]
     next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class DueItems:
-    """What one bucket of the due index holds: jobs waiting for a firing and runs with a
-    timer (a lease that may expire, a retry to send, a message that may have been lost)."""
-
-    jobs: list[Job]
-    runs: list[Run]
-    # Runs whose timer is not up yet (left unread): the bucket is not drained while any are.
-    later_runs: int = 0
-    # Where a read of the bucket goes on after this page (`due_pages(after=...)`); None:
-    # this was the bucket's last page.
-    resume_after: str | None = None
-
-
-@dataclass(frozen=True)
-class PollResume:
-    """Where a shard's next poll takes up the claims of a bucket a poll stopped in (out of
-    time, or throttled), instead of re-reading the claimed runs before it."""
-
-    bucket_ms: int
-    after: str  # a page's `DueItems.resume_after`
-
-
-@dataclass(frozen=True)
-class Watermark:
-    """A shard's oldest undrained minute bucket, and where its next poll resumes claiming."""
-
-    bucket_ms: int
-    resume: PollResume | None = None
 
 
 class RunRef(Protocol):
@@ -276,23 +246,6 @@ class RunningSlots(Protocol):
     def clear_buffered_run(self, job_id: str, run_ms: int) -> bool: ...
 
 
-class DueIndex(Protocol):
-    """What one shard's minute bucket of the due index holds, and the claim of a firing."""
-
-    def due_pages(
-        self,
-        shard: int,
-        bucket_ms: int,
-        until_ms: int,
-        runs_until_ms: int | None = None,
-        after: str | None = None,
-    ) -> Iterator[DueItems]: ...
-
-    def claim_if_unchanged(
-        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
-    ) -> Run | None: ...
-
-
 class WorkflowRuns(Protocol):
     """A workflow run begun, moved on by its tasks' ends (each change conditioned on the
     version of the phases it was computed from), ended; its task runs read together."""
@@ -317,17 +270,6 @@ class WorkflowRuns(Protocol):
     def reopen_workflow_run_if_unchanged(
         self, run: Run, phases: Mapping[str, Phase], timer: datetime
     ) -> bool: ...
-
-
-class Watermarks(Protocol):
-    """Per shard, the oldest minute bucket a poll has not drained, only ever moved forward;
-    and where the next poll resumes claiming (a hint: last written wins)."""
-
-    def get_watermark(self, shard: int) -> Watermark | None: ...
-
-    def advance_watermark(self, shard: int, bucket_ms: int) -> None: ...
-
-    def set_poll_resume(self, shard: int, resume: PollResume | None) -> None: ...
 
 
 class Secrets(Protocol):

@@ -33,16 +33,8 @@ from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy
 from scheduler_core.observability import logger, metrics
-from scheduler_core.ports import (
-    CursorNotValid,
-    DueIndex,
-    JobRecords,
-    PollResume,
-    RunQueue,
-    StoreContention,
-    Watermark,
-    Watermarks,
-)
+from scheduler_core.poll_ports import DueIndex, PollResume, Watermark, Watermarks
+from scheduler_core.ports import CursorNotValid, JobRecords, RunQueue, StoreContention
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.ports import PollResume
+from scheduler_core.poll_ports import PollResume
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.vocabulary import JobKind, Trigger
 from scheduler_core.observability import logger
-from scheduler_core.ports import CursorNotValid, DueItems, StoreContention
+from scheduler_core.poll_ports import DueItems
+from scheduler_core.ports import CursorNotValid, StoreContention
 
 # How far after its firing a run kept on its job's item may have its timer for the claim to
 # leave the job's index entry at the firing (see `_claim_with_job`): a re-send timer (60 s)

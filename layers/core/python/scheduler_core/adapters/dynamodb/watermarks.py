@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_item, to_item
 from scheduler_core.adapters.dynamodb.table import TableAdapter, condition_failed
 from scheduler_core.domain import keys
-from scheduler_core.ports import PollResume, Watermark
+from scheduler_core.poll_ports import PollResume, Watermark
 
 
 class WatermarksTable(TableAdapter):
