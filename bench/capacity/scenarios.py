@@ -179,16 +179,15 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
     table_wcu = sum(usage.table_wcu.values())
     index_wcu = sum(usage.index_wcu.values())
     writes = world.capacity.writes
+    queues = world.defaults.queue_capacity
     return {
         "configuration": {
             "shards": world.shards,
             "poller_parallelism": f"{world.settings.claim_parallelism} claims at a time per shard's poll "
             "(claim_parallelism)",
-            "worker_concurrency": {p.value: c.max_concurrency for p, c in world.queue_capacity.items()},
-            "worker_batch_size": {p.value: c.batch_size for p, c in world.queue_capacity.items()},
-            "worker_batching_window_seconds": {
-                p.value: c.batching_window_seconds for p, c in world.queue_capacity.items()
-            },
+            "worker_concurrency": {p.value: c.max_concurrency for p, c in queues.items()},
+            "worker_batch_size": {p.value: c.batch_size for p, c in queues.items()},
+            "worker_batching_window_seconds": {p.value: c.batching_window_seconds for p, c in queues.items()},
             "event_source_mapping_mode": world.mode.name,
             "account_concurrency": world.account.limit,
             "lookahead_seconds": world.defaults.lookahead_seconds,
@@ -348,7 +347,8 @@ def worker_capacity(world: World) -> dict[str, Any]:
         return {}
     seconds = worker.busy_seconds / worker.invocations
     per_batch = records / batches
-    concurrent = sum(min(c.max_concurrency, world.mode.ceiling) for c in world.queue_capacity.values())
+    queues = world.defaults.queue_capacity.values()
+    concurrent = sum(min(c.max_concurrency, world.mode.ceiling) for c in queues)
     lead = world.defaults.delivery_lead_seconds
     no_wait = seconds - lead if seconds > lead + 0.05 else seconds  # late batches waited for nothing
     return {
@@ -360,11 +360,7 @@ def worker_capacity(world: World) -> dict[str, Any]:
         # A full load fills its batches (their records run side by side in one invocation):
         # the figure for it, with the invocation time measured here (sampled batches are small).
         "runs_per_second_full_batches_without_lead_wait": round(
-            sum(
-                min(c.max_concurrency, world.mode.ceiling) * c.batch_size
-                for c in world.queue_capacity.values()
-            )
-            / no_wait
+            sum(min(c.max_concurrency, world.mode.ceiling) * c.batch_size for c in queues) / no_wait
         ),
     }
 

@@ -96,6 +96,7 @@ class StackDefaults:
     def from_cdk_json(cls, overrides: Mapping[str, Any] | None = None) -> StackDefaults:
         """cdk.json's context, with `overrides` (a deploy's `-c` values) over it."""
         context = cdk_json_context() | dict(overrides or {})
+        capacity = parse_queue_capacity(context["queue_capacity"])
         return cls(
             shards=int(context["shards"]),
             lookahead_seconds=int(context["lookahead_seconds"]),
@@ -103,7 +104,7 @@ class StackDefaults:
             resend_after_seconds=int(context["resend_after_seconds"]),
             worker_timeout_seconds=int(context["worker_timeout_seconds"]),
             max_receive_count=int(context["max_receive_count"]),
-            queue_capacity={p: parse_queue_capacity(context["queue_capacity"])[p.value] for p in Priority},
+            queue_capacity={p: capacity[p.value] for p in Priority},
             claim_parallelism=int(context["claim_parallelism"]),
         )
 
@@ -161,7 +162,6 @@ class World:
             )
         self.account = Account(account_concurrency)
         self.mode = mode
-        self.queue_capacity = dict(self.defaults.queue_capacity)
         self.arrivals = Arrivals()
         self.log = _LogSink()
         self.aws: SimulatedAws
@@ -271,16 +271,16 @@ class World:
             return build_dispatcher(settings, clients, clock, store, runner, send_batch)
 
         self.poller = Function("poller", sim, aws, account, dispatcher, POLLER_TIMEOUT_SECONDS)
-        for priority in Priority:
+        for priority, queue in self.defaults.queue_capacity.items():
             self.mappings[priority] = EventSourceMapping(
                 sim,
                 aws,
                 self.worker,
                 settings.queue_url(priority),
-                self.queue_capacity[priority].batch_size,
-                self.queue_capacity[priority].max_concurrency,
+                queue.batch_size,
+                queue.max_concurrency,
                 self.mode,
-                window_seconds=self.queue_capacity[priority].batching_window_seconds,
+                window_seconds=queue.batching_window_seconds,
             )
         # EventBridge fires a rate rule at a second of the minute fixed when it was created.
         self.schedule = PollSchedule(sim, self.poller, self.shards, self.latency.uniform(0.0, 60.0))
