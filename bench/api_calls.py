@@ -45,6 +45,7 @@ from infra.local.cloud import STACK_NAME
 from infra.local.deployment import REGION
 from infra.local.identity import principal_id
 from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
+from scheduler_core.adapters.queues import delete_received
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
 from scheduler_core.domain.api_shapes import MAX_BATCH_JOBS
 from scheduler_core.domain.clock import ManualClock, from_ms, to_ms
@@ -228,15 +229,8 @@ class RequestCounter:
                         except Exception as error:  # a batch item failure: left to the visibility timeout
                             outcome = f"raised {type(error).__name__}"
                         outcomes[outcome] += 1
-            for first in range(0, len(done), 10):
-                with self.log.labelled(f"{route.name}:receive"):
-                    self.esm_sqs.delete_message_batch(
-                        QueueUrl=queue_url,
-                        Entries=[
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                            for i, m in enumerate(done[first : first + 10])
-                        ],
-                    )
+            with self.log.labelled(f"{route.name}:receive"):
+                delete_received(self.esm_sqs, queue_url, [m["ReceiptHandle"] for m in done])
 
     def _gather(self, route: ClaimRoute, queue_url: str) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

@@ -33,6 +33,7 @@ from bench.stack import TENANT, BenchStack, moto_session
 from infra.local.deployment import REGION
 from infra.local.event_sources import sqs_record
 from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.adapters.queues import delete_received
 from scheduler_core.composition import build_job_service
 from scheduler_core.domain.api_shapes import JobCreate
 from scheduler_core.domain.clock import SystemClock
@@ -171,14 +172,7 @@ def _batch(stack: BenchStack, receiver: ReceiverProcess, records: int, memory_mb
         due = _create_due(stack, receiver.url, records)
         messages = _gather(stack, records)
         worker = invoke({"Records": [sqs_record(m, attributes["QueueArn"], REGION) for m in messages]})
-    for first in range(0, len(messages), 10):  # what the mapping deletes after the batch
-        sqs.delete_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                for i, m in enumerate(messages[first : first + 10])
-            ],
-        )
+    delete_received(sqs, queue_url, [m["ReceiptHandle"] for m in messages])  # as the mapping would
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # the receiver's last reports
         arrived = {a.job_id: a.arrived_ms for a in receiver.arrivals() if a.job_id in due}

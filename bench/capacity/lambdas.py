@@ -40,7 +40,7 @@ from bench.capacity.latency import (
     WARM_INVOKE,
 )
 from scheduler_core.adapters.aws import AwsClients
-from scheduler_core.adapters.queues import SqsMessageLease
+from scheduler_core.adapters.queues import SqsMessageLease, delete_received
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 
@@ -476,12 +476,7 @@ class EventSourceMapping:
             return
         done: list[str] = handled or []
         self.stats.failed_records += len(messages) - len(done)
-        sqs = self._clients.sqs()
-        for first in range(0, len(done), 10):
-            sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(done[first : first + 10])],
-            )
+        delete_received(self._clients.sqs(), self.queue_url, done)
         self._delete_left_out(batch.left_out, already=len(done))
 
     def _invoke_left_out(self, batch: _Gathered) -> None:

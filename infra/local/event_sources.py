@@ -18,9 +18,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.local.functions import FunctionError, FunctionHost
+from scheduler_core.adapters.queues import delete_received
+from scheduler_core.domain.messages import BATCH_SIZE  # the most one SQS receive returns
 
 LONG_POLL_SECONDS = 2  # short enough to stop promptly; moto wakes at once on new messages
-SQS_BATCH_LIMIT = 10  # the most messages one ReceiveMessage returns or one DeleteMessageBatch takes
 PAYLOAD_LIMIT = 6 * 1024 * 1024  # Lambda's synchronous invocation payload
 
 
@@ -106,7 +107,7 @@ class SqsEventSource:
             try:
                 received = self._sqs.receive_message(
                     QueueUrl=self.queue_url,
-                    MaxNumberOfMessages=min(SQS_BATCH_LIMIT, self.batch_size - len(messages)),
+                    MaxNumberOfMessages=min(BATCH_SIZE, self.batch_size - len(messages)),
                     WaitTimeSeconds=max(1, min(LONG_POLL_SECONDS, wait)),
                     AttributeNames=["All"],
                     MessageAttributeNames=["All"],
@@ -140,14 +141,7 @@ class SqsEventSource:
             if self.reports_item_failures and isinstance(result, dict):
                 failed = {item["itemIdentifier"] for item in result.get("batchItemFailures") or []}
             done = [m for m in messages if m["MessageId"] not in failed]
-            for start in range(0, len(done), SQS_BATCH_LIMIT):
-                self._sqs.delete_message_batch(
-                    QueueUrl=self.queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                        for i, m in enumerate(done[start : start + SQS_BATCH_LIMIT])
-                    ],
-                )
+            delete_received(self._sqs, self.queue_url, [m["ReceiptHandle"] for m in done])
         except (BotoCoreError, ClientError) as error:
             if not self._stop.is_set():
                 self._on_error(self.queue_arn, f"delete failed: {error}")

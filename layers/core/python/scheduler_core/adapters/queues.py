@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -16,6 +16,8 @@ from scheduler_core.domain.messages import BATCH_SIZE, DeadLetter, delay_seconds
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger
 from scheduler_core.ports import DeadLetterMessage
+
+T = TypeVar("T")
 
 
 class SqsRunQueue:
@@ -176,5 +178,16 @@ class SqsDeadLetterQueue:
                 logger.warning("kept dead letters not released", extra={"error": str(error)})
 
 
-def _chunks(messages: Sequence[DeadLetterMessage]) -> list[Sequence[DeadLetterMessage]]:
-    return [messages[start : start + BATCH_SIZE] for start in range(0, len(messages), BATCH_SIZE)]
+def _chunks(items: Sequence[T]) -> list[Sequence[T]]:
+    """`items` BATCH_SIZE at a time (what one SQS batch call takes)."""
+    return [items[start : start + BATCH_SIZE] for start in range(0, len(items), BATCH_SIZE)]
+
+
+def delete_received(sqs: Any, queue_url: str, receipt_handles: Sequence[str]) -> None:
+    """Delete received messages, BATCH_SIZE a `DeleteMessageBatch` call: what an event source
+    mapping does with the records its function did not fail (the local cloud's, the bench's)."""
+    for chunk in _chunks(receipt_handles):
+        sqs.delete_message_batch(
+            QueueUrl=queue_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(chunk)],
+        )
