@@ -282,6 +282,35 @@ class FakeRunningSlots(FakeTable):
             self._jobs[run.job_id] = job
             return job, self._started(stored, now, lease_until, owner, None, slot=True)
 
+    def claim_and_start_if_unchanged(
+        self, run: Run, seen_version: int, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        with self._lock:
+            job = self._jobs.get(run.job_id)
+            if (
+                job is None
+                or job.version != seen_version
+                or job.status is not JobStatus.SCHEDULED
+                or job.next_fire_at != run.scheduled_for
+                or self._key(run) in self._runs
+                or job.running_count
+                or job.buffered_run_ms is not None
+                or job.catch_up_queue_ms
+            ):
+                return None
+            job = job.model_copy(
+                update={
+                    "version": job.version + 1,
+                    "updated_at": now,
+                    "next_fire_at": None,
+                    "running_count": 1,
+                }
+            )
+            self._jobs[run.job_id] = job
+            claimed = run.model_copy(update={"priority": job.priority, "claim_version": None})
+            self._runs[self._key(run)] = claimed
+            return job, self._started(claimed, now, lease_until, owner, None, slot=True)
+
     def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool:
         me = run.scheduled_for_ms
         with self._lock:

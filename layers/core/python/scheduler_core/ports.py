@@ -233,6 +233,16 @@ class RunningSlots(Protocol):
         every concurrency policy starts it). The job and the run as written; None if not."""
         ...
 
+    def claim_and_start_if_unchanged(
+        self, run: Run, seen_version: int, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        """Claim a one-off's firing that a poll sent without a claim (`run.claim_version`)
+        and start its run, kept on the job's item, in a running slot: one write, if the job
+        is still as the poll read it (`seen_version`, SCHEDULED, that firing next) and keeps
+        no run. `run`: the run as its claim would make it (its re-send timer within the
+        lease). The job and the run as written; None if not."""
+        ...
+
     def buffer_run_if_waiting(self, run: RunRef, slots: SlotsAsRead, due_at: datetime) -> bool: ...
 
     def skip_run_if_waiting(

@@ -165,6 +165,10 @@ class Run(BaseModel):
     # Where the store keeps the run: with its job (a one-off's scheduled run, so that its
     # claim, start and end each write one item) or on its own. A hint for the store only.
     with_job: bool = False
+    # Sent by a poll that did not claim it (a one-off's firing, `dispatch`): the job's
+    # version as the poll read it; the run's start claims the firing in the same write
+    # (`RunMessage.claim_version`). Not stored.
+    claim_version: int | None = None
     # A workflow run (a run of a WORKFLOW job), once begun: its tasks' graph and phases.
     workflow: WorkflowState | None = None
     # A task's run that succeeded: what its target answered (JSON text), for the tasks after it.
@@ -248,6 +252,7 @@ class Run(BaseModel):
                 "delivered_at",
                 "delivered_code",
                 "with_job",
+                "claim_version",
                 "tenant",
                 "workflow",
                 "output",

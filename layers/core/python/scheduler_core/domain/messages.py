@@ -35,6 +35,9 @@ class RunMessage(StrictModel):
     not_before_ms: int | None = Field(None, ge=0)
     # The run is kept with its job (`Run.with_job`): where the worker's writes go first.
     with_job: bool = False
+    # Sent by a poll without a claim: the job's version as the poll read it. The worker's
+    # start claims the firing (`claim_and_start_if_unchanged`); None: the run is claimed.
+    claim_version: int | None = Field(None, ge=1)
 
     @property
     def due_ms(self) -> int:
@@ -72,6 +75,7 @@ def run_message(run: Run) -> RunMessage:
         attempt=run.attempt,
         not_before_ms=to_ms(run.next_attempt_at) if run.next_attempt_at else None,
         with_job=run.with_job,
+        claim_version=run.claim_version,
     )
 
 

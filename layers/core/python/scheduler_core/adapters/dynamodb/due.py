@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from scheduler_core.adapters.aws import error_code
 from scheduler_core.adapters.dynamodb.codec import (
+    CATCH_UP_QUEUE,
     WITH_JOB_TIMER,
     expression_values,
     to_item,
@@ -20,7 +21,7 @@ from scheduler_core.adapters.dynamodb.codec import (
 )
 from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
 from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT, UNCHANGED_SINCE_READ
-from scheduler_core.adapters.dynamodb.table import DUE_INDEX, condition_failed, is_contention
+from scheduler_core.adapters.dynamodb.table import DUE_INDEX, condition_failed, is_contention, started_sets
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
@@ -178,7 +179,8 @@ class DueIndexTable(TransactionalWrites):
             scheduled="SCHEDULED",
         ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
         sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
-        entry = self._entry_of_kept_run(job, run)
+        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
+        entry = self._entry_of_kept_run(job.next_fire_at, run)
         if entry:
             sets += ", due_pk = :entry_pk, due_sk = :entry_sk"
             values |= {":entry_pk": entry["due_pk"], ":entry_sk": entry["due_sk"]}
@@ -203,15 +205,72 @@ class DueIndexTable(TransactionalWrites):
             raise
         return kept
 
-    def _entry_of_kept_run(self, job: Job, run: Run) -> dict[str, Any]:
+    def _entry_of_kept_run(self, fire_at: datetime, run: Run) -> dict[str, Any]:
         """Where the claim of a job's last firing moves the job's index entry: nowhere (empty;
         it stays at the firing), or, for a timer far from the firing (jitter), to the timer,
         not to hold the firing's bucket (and the shard's watermark) that long. (A claim after
         its firing leaves the entry too, in a bucket the poll then keeps: see `dispatch`.)"""
-        assert job.next_fire_at is not None, "only a job with a due firing can be claimed"
-        if run.due_at is None or run.due_at - job.next_fire_at <= ENTRY_LEFT_AT_FIRING:
+        if run.due_at is None or run.due_at - fire_at <= ENTRY_LEFT_AT_FIRING:
             return {}
-        return to_item(self._codec.due_attributes(job.job_id, run.due_at))
+        return to_item(self._codec.due_attributes(run.job_id, run.due_at))
+
+    def claim_and_start_if_unchanged(
+        self, run: Run, seen_version: int, now: datetime, lease_until: datetime, owner: str
+    ) -> tuple[Job, Run] | None:
+        """`RunningSlots.claim_and_start_if_unchanged`: what `_claim_with_job` and then
+        `start_kept_run_if_job_idle` write, in one UpdateItem of the job's item (the run's
+        attributes as started, a running slot taken), on both their conditions. The run's
+        priority is copied from the job's (the message does not carry it). The job and the
+        run as written; None if the job is not as the poll read it or keeps a run already.
+        Throttled: StoreContention (the message is tried again, not dropped)."""
+        assert run.with_job, "a run kept on its job's item"
+        assert run.due_at is not None, "with its re-send timer"
+        attributes = self._codec.run_with_job_item(run, now)
+        started = to_item(started_sets(now, lease_until, owner) | {"slot": True})
+        attributes |= {with_job_name(name): value for name, value in started.items()}
+        attributes.pop(with_job_name("priority"), None)
+        attributes |= self._entry_of_kept_run(run.scheduled_for, run)
+        names = {f"#k{n}": name for n, name in enumerate(attributes)}
+        sets = ", ".join(f"#k{n} = :k{n}" for n in range(len(attributes)))
+        values = expression_values(
+            one=1,
+            zero=0,
+            now=to_ms(now),
+            seen=seen_version,
+            seen_fire=run.scheduled_for_ms,
+            scheduled="SCHEDULED",
+        ) | {f":k{n}": value for n, value in enumerate(attributes.values())}
+        conditions = [
+            UNCHANGED_SINCE_READ,
+            f"attribute_not_exists({with_job_name('status')})",
+            "(attribute_not_exists(running_count) OR running_count = :zero)",
+            "attribute_not_exists(buffered_run_ms)",
+            f"(attribute_not_exists({CATCH_UP_QUEUE}) OR size({CATCH_UP_QUEUE}) = :zero)",
+        ]
+        try:
+            reply = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._codec.job_key(run.job_id),
+                UpdateExpression=(
+                    f"SET version = version + :one, updated_at_ms = :now, running_count = :one, {sets},"
+                    f" #rp = #priority REMOVE next_fire_at_ms"
+                ),
+                ConditionExpression=" AND ".join(conditions),
+                ExpressionAttributeNames=names
+                | {"#status": "status", "#rp": with_job_name("priority"), "#priority": "priority"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return None
+            if is_contention(error):
+                raise StoreContention(str(error)) from error
+            raise
+        item = reply["Attributes"]
+        kept = self._codec.run_with_job_from_item(item)
+        assert kept is not None, "the update wrote the run"
+        return self._codec.job_from_item(item), kept
 
     def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
         """A new job whose only firing is `run`, written claimed: the item a put and then the
@@ -222,7 +281,8 @@ class DueIndexTable(TransactionalWrites):
         item = {name: value for name, value in self._codec.job_item(job).items() if name != "next_fire_at_ms"}
         item |= to_item({"version": job.version + 1, "updated_at_ms": to_ms(now)})
         item |= self._codec.run_with_job_item(kept, now)
-        item |= self._entry_of_kept_run(job, run)
+        assert job.next_fire_at is not None, "a one-off's firing"
+        item |= self._entry_of_kept_run(job.next_fire_at, run)
         try:
             self._ddb.put_item(TableName=self._table, Item=item, ConditionExpression=JOB_ABSENT)
         except ClientError as error:
