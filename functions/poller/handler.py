@@ -35,6 +35,7 @@ def handler(
         "shard": shard,
         "buckets_read": report.buckets_read,
         "claimed": len(report.claimed),
+        "sent_unclaimed": len(report.sent),  # one-offs' firings their start claims
         "lost_races": report.lost_races,
         "contended": report.contended,
         "skipped": report.skipped,  # jobs moved past missed firings, none of which ran (misfire)

@@ -187,6 +187,10 @@ class World:
             for run in self.runs()
             if run.due_at is not None
         ]
+        # A one-off's firing sent unclaimed (one-offs claimed at their start) has no run until
+        # it starts: a poll claims it once `resend_after` has passed since its time.
+        resend = timedelta(seconds=self.cloud.settings.resend_after_seconds)
+        timers += [when + resend for when in self.one_offs.values()]
         self.clock.move_to(max([self.clock.now() + timedelta(seconds=61), *timers]) + timedelta(seconds=1))
         self.poll(None)  # lost attempts are retried or failed; lost messages are sent again
         self.deliver()
@@ -327,8 +331,9 @@ def check(world: World, cutoff: datetime) -> None:
     ]
 )
 @pytest.mark.usefixtures("worker_knows_its_queues")
+@pytest.mark.parametrize("claimed_at_start", [False, True], ids=["claimed-by-polls", "claimed-at-start"])
 def test_any_interleaving_of_work_and_faults_loses_and_doubles_nothing(
-    clock: FrozenClock, receiver: WebhookReceiver, script: list[Step]
+    clock: FrozenClock, receiver: WebhookReceiver, script: list[Step], claimed_at_start: bool
 ) -> None:
     clock.move_to(START)
     receiver.requests.clear()  # one receiver for every example (it always answers 200)
@@ -338,7 +343,15 @@ def test_any_interleaving_of_work_and_faults_loses_and_doubles_nothing(
         # Faster polls, same guarantees: no job predates the first poll, so it need not look
         # back; moto's index is read consistently, so a poll need not re-read past buckets
         # (the grace, for DynamoDB's eventually consistent index reads).
-        settings_ = resources.model_copy(update={"first_poll_lookback_seconds": 0, "poll_grace_seconds": 0})
+        # Both ways a one-off's firing is claimed: by a poll, or by its start
+        # (services/unclaimed_sends.py), the poll sending it unclaimed.
+        settings_ = resources.model_copy(
+            update={
+                "first_poll_lookback_seconds": 0,
+                "poll_grace_seconds": 0,
+                "one_offs_claimed_at_start": claimed_at_start,
+            }
+        )
         cloud = SchedulerHarness(clients, settings_, clock)
         world = World(cloud, clock, receiver)
         world.poll(None)  # the deployed poller has run: the shards' watermarks exist

@@ -244,7 +244,14 @@ class _FakeRecords(FakeTable):
     def get_watermark(self, shard: int) -> Watermark | None:
         with self._lock:
             bucket_ms = self._watermarks.get(shard)
-            return None if bucket_ms is None else Watermark(bucket_ms, self._resumes.get(shard))
+            if bucket_ms is None:
+                return None
+            return Watermark(bucket_ms, self._resumes.get(shard), self._sent_until.get(shard))
+
+    def raise_sent_until(self, shard: int, sent_until_ms: int) -> None:
+        with self._lock:
+            if self._sent_until.get(shard, -1) < sent_until_ms:
+                self._sent_until[shard] = sent_until_ms
 
     def set_poll_resume(self, shard: int, resume: PollResume | None) -> None:
         with self._lock:

@@ -29,6 +29,7 @@ class FakeTable:
         self._owners: dict[tuple[str, int], str] = {}
         self._watermarks: dict[int, int] = {}
         self._resumes: dict[int, PollResume | None] = {}
+        self._sent_until: dict[int, int] = {}
 
     # --- helpers ------------------------------------------------------------------------
 

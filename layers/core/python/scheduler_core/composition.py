@@ -97,6 +97,7 @@ def build_dispatcher(
         grace=timedelta(seconds=settings.poll_grace_seconds),
         first_poll_lookback=timedelta(seconds=settings.first_poll_lookback_seconds),
         max_buckets=settings.max_buckets_per_poll,
+        send_unclaimed=settings.one_offs_claimed_at_start,
     )
     lifecycle = build_lifecycle(settings, clients, clock, store)
     runner = runner or Threads(settings.claim_parallelism)

@@ -41,6 +41,9 @@ class Watermark:
 
     bucket_ms: int
     resume: PollResume | None = None
+    # The time before which every one-off firing to be sent unclaimed was sent
+    # (`services/unclaimed_sends`); None: none was yet.
+    sent_until_ms: int | None = None
 
 
 class DueIndex(Protocol):
@@ -69,3 +72,8 @@ class Watermarks(Protocol):
     def advance_watermark(self, shard: int, bucket_ms: int) -> None: ...
 
     def set_poll_resume(self, shard: int, resume: PollResume | None) -> None: ...
+
+    def raise_sent_until(self, shard: int, sent_until_ms: int) -> None:
+        """Move the shard's mark of what was sent unclaimed forward (never back: polls that
+        overlap each only raise it to what they sent)."""
+        ...

@@ -43,6 +43,10 @@ class Settings(BaseModel):
     # the API writes at a time (threads; within the AWS client's connection pool,
     # `max_pool_connections`).
     claim_parallelism: int = Field(16, alias="CLAIM_PARALLELISM", ge=1, le=32)
+    # A one-off's firing is sent by the poll unclaimed and claimed by its run's start, one
+    # write where a claim and a start are two (services/unclaimed_sends.py; context
+    # `one_offs_claimed_at_start`).
+    one_offs_claimed_at_start: bool = Field(False, alias="ONE_OFFS_CLAIMED_AT_START")
     # The largest batch the worker's event source mappings hand it (context `queue_capacity`):
     # it runs a batch's records side by side, one thread each, so its AWS and HTTP connection
     # pools hold at least this many connections too.

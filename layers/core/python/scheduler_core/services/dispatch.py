@@ -38,11 +38,11 @@ from scheduler_core.ports import CursorNotValid, JobRecords, RunQueue, StoreCont
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.parallel import InOrder, Runner
+from scheduler_core.services.poll_watch import RunWatch
 from scheduler_core.services.polls import BucketRead, ClaimResult, PollPolicy, PollReport
+from scheduler_core.services.unclaimed_sends import Send, SendWindow, send_decision, sent_unclaimed
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
-# The watchdog's actions that may end a run (a workflow task's end moves its workflow run on).
-_ENDING_ACTIONS = frozenset({"failed", "cancelled"})
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
@@ -72,7 +72,6 @@ class Dispatcher:
         simulation that runs a sample of the jobs sends each as it is claimed: each stands
         for many whose batches fill at once). `workflows`: the watchdog of workflow runs
         (none: a store that holds none)."""
-        self._workflows = workflows
         self._store = store
         self._queue = queue
         self._clock = clock
@@ -81,6 +80,7 @@ class Dispatcher:
         # A bucket's jobs are claimed side by side (each claim writes only its own job).
         self._runner: Runner = runner or InOrder()
         self._send_batch = send_batch
+        self._watch = RunWatch(lifecycle, self._runner, workflows)
 
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
@@ -256,14 +256,20 @@ class Dispatcher:
             mark = Watermark(keys.bucket_of(to_ms(now - self._policy.first_poll_lookback)))
             self._store.advance_watermark(shard, mark.bucket_ms)
         buckets = keys.buckets_between(mark.bucket_ms, until_ms)
+        if len(buckets) > self._policy.max_buckets:
+            report.sends_stop_at(buckets[self._policy.max_buckets])  # not read by this poll
         truncated = len(buckets) > self._policy.max_buckets
         buckets = buckets[: self._policy.max_buckets]
-        read = BucketRead(shard, until_ms, now, report, stop_at)
+        sends = (
+            SendWindow.of_poll(mark.sent_until_ms, self.horizon(now)) if self._policy.send_unclaimed else None
+        )
+        read = BucketRead(shard, until_ms, now, report, stop_at, sends)
         undrained: list[int] = []
         resumed: list[int] = []  # read from their start once the later buckets are
         for bucket in buckets:
             if self._out_of_time(stop_at):
                 undrained.append(bucket)
+                report.sends_stop_at(bucket)
                 break
             report.buckets_read += 1
             if mark.resume is not None and mark.resume.bucket_ms == bucket:
@@ -286,7 +292,20 @@ class Dispatcher:
         if report.watermark_ms > mark.bucket_ms:
             self._store.advance_watermark(shard, report.watermark_ms)
         self._leave_resume(shard, mark.resume, report, max(report.watermark_ms, mark.bucket_ms))
+        if sends is not None:
+            self._raise_sent_until(shard, sends, report)
         return report
+
+    def _raise_sent_until(self, shard: int, sends: SendWindow, report: PollReport) -> None:
+        """Move the shard's mark of what was sent unclaimed up to where this poll got."""
+        stop = report.sends_stop_ms
+        until = sends.until_ms if stop is None else min(sends.until_ms, stop)
+        if until <= sends.from_ms:
+            return
+        try:
+            self._store.raise_sent_until(shard, until)
+        except Exception:  # the next poll sends again what this one sent: duplicates, dropped
+            logger.exception("mark of the firings sent unclaimed not written", extra={"shard": shard})
 
     def _out_of_time(self, stop_at: datetime | None) -> bool:
         return stop_at is not None and self._clock.now() >= stop_at
@@ -330,6 +349,7 @@ class Dispatcher:
         outbox = Outbox(self._enqueue, self._send_batch)
         report, now, stop_at = read.report, read.now, read.stop_at
         tried_to = after
+        read_to_ms: int | None = None  # the latest firing of a job read in this bucket
         drained = finished = False
         try:
             drained = True
@@ -340,10 +360,12 @@ class Dispatcher:
             for due in pages:
                 if self._out_of_time(stop_at):
                     break
-                if not self._watch_runs(due.runs, now, report) or due.later_runs:
+                if not self._watch.watch_runs(due.runs, now, report) or due.later_runs:
                     drained = False
-                page_drained, page_tried = self._claim_page(due.jobs, now, outbox, report, stop_at)
+                page_drained, page_tried = self._claim_page(due.jobs, read, outbox)
                 drained = drained and page_drained
+                fires = [to_ms(job.next_fire_at) for job in due.jobs if job.next_fire_at is not None]
+                read_to_ms = max([*fires, read_to_ms or bucket])
                 if page_tried:
                     tried_to = due.resume_after
                 if self._out_of_time(stop_at) or not page_tried:
@@ -355,21 +377,28 @@ class Dispatcher:
         finally:
             outbox.flush()  # what is claimed is sent, whatever happened to the rest
             report.unsent += outbox.unsent
+            for run in outbox.unsent:
+                if run.claim_version is not None:
+                    report.sends_stop_at(run.scheduled_for_ms)
+            if not finished:  # the entries not read come after what was
+                report.sends_stop_at(read_to_ms or bucket)
         if not finished and tried_to is not None:
             stopped = PollResume(bucket, tried_to)
             if report.resume is None or report.resume.bucket_ms <= bucket:
                 report.resume = stopped
         return drained and finished, finished
 
-    def _claim_page(
-        self, jobs: list[Job], now: datetime, outbox: Outbox, report: PollReport, stop_at: datetime | None
-    ) -> tuple[bool, bool]:
-        """Claim one page's jobs side by side: whether none was left behind, and whether each
-        was tried (none left for lack of time; a failed claim is tried again by the read of
-        the bucket from its start)."""
+    def _claim_page(self, jobs: list[Job], read: BucketRead, outbox: Outbox) -> tuple[bool, bool]:
+        """Claim one page's jobs side by side (or send them unclaimed): whether none was left
+        behind, and whether each was tried (none left for lack of time; a failed claim is
+        tried again by the read of the bucket from its start)."""
+        report, now = read.report, read.now
         drained = tried = True
-        claims = self._runner.map(lambda job: self._claim_or_log(job, now, outbox, stop_at), fair_order(jobs))
-        for result in claims:
+        ordered = fair_order(jobs)
+        claims = self._runner.map(lambda job: self._claim_or_log(job, read, outbox), ordered)
+        for job, result in zip(ordered, claims, strict=True):
+            if (result is None or result.contended or result.left) and job.next_fire_at is not None:
+                report.sends_stop_at(to_ms(job.next_fire_at))  # perhaps not sent: the next poll may
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
@@ -379,6 +408,10 @@ class Dispatcher:
                 drained = tried = False
             elif result.skipped:
                 report.skipped += 1
+            elif result.sent or result.waiting:
+                drained = False  # the job stays in its bucket until its start claims it
+                report.sent += result.runs
+                continue
             elif not result.runs:
                 report.lost_races += 1
             if result is not None and any(run.scheduled_for < now for run in result.runs):
@@ -389,50 +422,42 @@ class Dispatcher:
             report.claimed += result.runs if result is not None else []
         return drained, tried
 
-    def _claim_or_log(
-        self, job: Job, now: datetime, outbox: Outbox, stop_at: datetime | None
-    ) -> ClaimResult | None:
-        """One job's claims within a poll, handed to `outbox` as they are made; None if they
-        failed for a reason other than contention (logged), so one job cannot cost the other
-        claims of its bucket their send, nor stop the shard's poll every minute. Not tried
-        once the poll is out of time (`left`)."""
-        if self._out_of_time(stop_at):
+    def _claim_or_log(self, job: Job, read: BucketRead, outbox: Outbox) -> ClaimResult | None:
+        """One job's claims within a poll (or its firing sent unclaimed), handed to `outbox` as
+        they are made; None if they failed for a reason other than contention (logged), so one
+        job cannot cost the other claims of its bucket their send, nor stop the shard's poll
+        every minute. Not tried once the poll is out of time (`left`)."""
+        if self._out_of_time(read.stop_at):
             return ClaimResult([], job, left=True)
         try:
-            result = self.claim_firings(job, now)
+            result = self._claim_or_send(job, read)
         except Exception:
             logger.exception("claim failed; the job is left for a later poll", extra={"job_id": job.job_id})
             return None
         outbox.add(result.runs)
         return result
 
-    def _watch_runs(self, runs: list[Run], now: datetime, report: PollReport) -> bool:
-        """The watchdog: act on each run whose timer is up, side by side like the claims (each
-        acts on its own run). True if none was left behind."""
-        up = [run for run in runs if run.due_at is not None and run.due_at <= now]
-        # A lease or retry still running: read again by a later poll.
-        drained = len(up) == len(runs)
-        for action in self._runner.map(lambda run: self._watch_or_log(run, now), up):
-            if action is None:
-                report.contended += 1
-                drained = False
-            else:
-                report.watched[action] = report.watched.get(action, 0) + 1
-        return drained
-
-    def _watch_or_log(self, run: Run, now: datetime) -> str | None:
-        """What the watchdog did with one run; None if contention left it for a later poll."""
+    def _claim_or_send(self, job: Job, read: BucketRead) -> ClaimResult:
+        """A job's firings claimed; or, a one-off's, sent unclaimed, left for its start to
+        claim, or claimed when it did not start in time (`unclaimed_sends`)."""
+        now = read.now
+        if read.sends is None:
+            return self.claim_firings(job, now)
+        decision = send_decision(job, now, read.sends, self._lifecycle.resend_after)
+        if decision is Send.CLAIM:
+            return self.claim_firings(job, now)
+        if decision is Send.WAIT:
+            return ClaimResult([], job, waiting=True)
+        assert job.next_fire_at is not None
+        run = self._firing_run(job, job.next_fire_at, None, now, catch_up=False)
+        if decision is Send.SEND:
+            return ClaimResult([sent_unclaimed(run, job)], job, sent=True)
+        # Send.LATE: sent, not started since; claimed as on time (no misfire), sent again.
+        logger.warning(
+            "firing sent unclaimed did not start; claimed and sent again", extra={"job_id": job.job_id}
+        )
         try:
-            if run.workflow is not None and self._workflows is not None:
-                return self._workflows.reconcile(run, now)
-            action = self._lifecycle.watch(run, now)
-            if action in _ENDING_ACTIONS and self._workflows is not None:
-                self._workflows.watched_run_ended(run)
-            return action
+            claimed = self._claim_retrying_contention(job, run, None, now, False)
         except StoreContention:
-            return None
-        except Exception:
-            # One run that cannot be handled (its job unreadable, a bug) must not stop the
-            # shard's poll every minute: logged, left where it is, like an unreadable item.
-            logger.exception("watchdog failed on a run; skipped", extra={"run_id": run.run_id})
-            return "error"
+            return ClaimResult([], job, contended=True)
+        return ClaimResult([claimed] if claimed is not None else [], job)

@@ -45,6 +45,7 @@ from scheduler_core.services.admission import RunAdmission, duplicate
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.heartbeat import heartbeat
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
+from scheduler_core.services.unclaimed_sends import claimable_by_start, run_claimed_by_start
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
@@ -96,7 +97,10 @@ class RunExecutor:
 
     def execute(self, message: RunMessage, lease: MessageLease | None = None) -> Outcome:
         context = {"job_id": message.job_id, "run_id": message.run_id, "attempt": message.attempt}
-        unread = self._start_unread(message) if message.with_job else None
+        if message.claim_version is not None:
+            unread = self._claim_and_start(message)
+        else:
+            unread = self._start_unread(message) if message.with_job else None
         if unread is not None:
             return self._attempt(*unread, message, lease, context)
         read_job, waiting = self._store.get_job_and_run(message.job_id, message.scheduled_for_ms)
@@ -128,6 +132,37 @@ class RunExecutor:
         else:
             current = fenced
         return self._attempt(current, run, owner, message, lease, context)
+
+    def _claim_and_start(self, message: RunMessage) -> tuple[Job, Run, str] | None:
+        """A one-off's firing a poll sent unclaimed (`unclaimed_sends`): claimed and started
+        at the run's time in one write (`claim_and_start_if_unchanged`) if its job is as the
+        poll read it; changed since in a way that leaves the firing to its start (a new name,
+        say), as it is now. The job and the run as started, and the attempt's owner; None:
+        read and decide as usual (the firing claimed since: by a change that claims what is
+        due within the lookahead, by a poll because it had not started in time, or started
+        by a duplicate message; or the job paused, cancelled or moved on)."""
+        due = from_ms(message.due_ms)
+        early = due - self._clock.now()
+        if early > self._max_early:
+            raise RunNotDueYet(message.run_id, early.total_seconds())
+        self._clock.sleep_until(due)  # as below: the start fences the job at the run's time
+        version = message.claim_version
+        for _ in range(ADMISSION_TRIES):
+            assert version is not None
+            owner = uuid.uuid4().hex
+            now = self._clock.now()
+            lease_until = now + self._lease
+            run = run_claimed_by_start(message, min(self._lifecycle.sent_timer(due, now), lease_until))
+            started = self._store.claim_and_start_if_unchanged(run, version, now, lease_until, owner)
+            if started is not None:
+                return *started, owner
+            job = self._store.get_job(message.job_id)
+            if job is None or job.version == version or job.next_fire_at != run.scheduled_for:
+                return None
+            if not claimable_by_start(job):
+                return None
+            version = job.version
+        return None
 
     def _start_unread(self, message: RunMessage) -> tuple[Job, Run, str] | None:
         """A run kept on its job's item (a one-off's) starts without being read first when

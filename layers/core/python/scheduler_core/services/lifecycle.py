@@ -79,6 +79,11 @@ class RunLifecycle:
         if self._quotas is not None:
             self._quotas.completed(job)
 
+    @property
+    def resend_after(self) -> timedelta:
+        """How long after its time a run whose message was sent is looked at again."""
+        return self._timers.resend_after
+
     def sent_timer(self, starts_at: datetime, now: datetime) -> datetime:
         """When to look again at a run whose message is (about to be) on its queue."""
         return max(starts_at, now) + self._timers.resend_after

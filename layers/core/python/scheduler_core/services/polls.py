@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.poll_ports import PollResume
+from scheduler_core.services.unclaimed_sends import SendWindow
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class PollPolicy:
     grace: timedelta
     first_poll_lookback: timedelta
     max_buckets: int
+    # One-offs' firings sent unclaimed, their start claiming them (`unclaimed_sends`).
+    send_unclaimed: bool = False
 
 
 @dataclass
@@ -25,6 +28,8 @@ class ClaimResult:
     contended: bool = False  # a claim was throttled or conflicted: the rest waits for a later poll
     skipped: bool = False  # missed firings skipped (misfire policy), nothing within the horizon
     left: bool = False  # not tried: the poll ran out of time
+    sent: bool = False  # `runs` were sent unclaimed (`unclaimed_sends`): their start claims them
+    waiting: bool = False  # left in its bucket for now: sent unclaimed earlier, or not yet
 
 
 @dataclass
@@ -32,6 +37,7 @@ class PollReport:
     shard: int
     buckets_read: int = 0
     claimed: list[Run] = field(default_factory=list)
+    sent: list[Run] = field(default_factory=list)  # sent unclaimed (`unclaimed_sends`)
     lost_races: int = 0
     contended: int = 0
     skipped: int = 0  # jobs moved past missed firings without a run (misfire SKIP, CATCH_UP)
@@ -42,6 +48,12 @@ class PollReport:
     watermark_ms: int | None = None
     resume: PollResume | None = None  # where the next poll claims first
     resume_done: bool = False  # every page after the point this poll found was read
+    # The first firing this poll may not have sent unclaimed (left, unsent, not read): where
+    # the shard's mark of what was sent stops (`unclaimed_sends`). None: nothing left.
+    sends_stop_ms: int | None = None
+
+    def sends_stop_at(self, fire_ms: int) -> None:
+        self.sends_stop_ms = fire_ms if self.sends_stop_ms is None else min(self.sends_stop_ms, fire_ms)
 
 
 @dataclass(frozen=True)
@@ -53,3 +65,4 @@ class BucketRead:
     now: datetime
     report: PollReport
     stop_at: datetime | None
+    sends: SendWindow | None = None  # what it sends unclaimed; None: it claims every firing

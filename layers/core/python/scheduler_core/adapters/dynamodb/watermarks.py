@@ -1,6 +1,7 @@
 """The `Watermarks` port on the jobs table: the oldest minute bucket of each shard a poll has
 not drained (DESIGN §2), only ever moved forward; and, beside it on the same item, where the
-shard's next poll resumes claiming a bucket a poll stopped in."""
+shard's next poll resumes claiming a bucket a poll stopped in, and the time before which its
+polls sent every one-off firing they send unclaimed."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class WatermarksTable(TableAdapter):
         resume = None
         if "resume_bucket_ms" in values and "resume_after" in values:
             resume = PollResume(int(values["resume_bucket_ms"]), str(values["resume_after"]))
-        return Watermark(int(values["bucket_ms"]), resume)
+        sent = values.get("sent_until_ms")
+        return Watermark(int(values["bucket_ms"]), resume, int(sent) if sent is not None else None)
 
     def set_poll_resume(self, shard: int, resume: PollResume | None) -> None:
         """Unconditional: a hint of where to claim first, which no guarantee rests on."""
@@ -42,6 +44,20 @@ class WatermarksTable(TableAdapter):
             UpdateExpression="SET resume_bucket_ms = :bucket, resume_after = :after",
             ExpressionAttributeValues=expression_values(bucket=resume.bucket_ms, after=resume.after),
         )
+
+    def raise_sent_until(self, shard: int, sent_until_ms: int) -> None:
+        """`Watermarks.raise_sent_until`: a conditional write that only moves it forward."""
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=to_item({"pk": keys.shard_pk(shard), "sk": keys.WATERMARK_SK}),
+                UpdateExpression="SET sent_until_ms = :sent",
+                ConditionExpression="attribute_not_exists(sent_until_ms) OR sent_until_ms < :sent",
+                ExpressionAttributeValues=expression_values(sent=sent_until_ms),
+            )
+        except ClientError as error:
+            if not condition_failed(error):
+                raise
 
     def advance_watermark(self, shard: int, bucket_ms: int) -> None:
         """Move the watermark forward only: a poller with a slow clock never moves it back."""

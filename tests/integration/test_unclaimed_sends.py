@@ -1,0 +1,321 @@
+"""One-offs claimed at their start (context `one_offs_claimed_at_start`,
+services/unclaimed_sends.py), on moto: a poll sends a one-off's firing without writing it,
+once; the worker's start claims and starts it in one write; whatever happens between the
+send and the start (a duplicate message, a pause, a cancel, a change, a lost message, a poll
+out of time, a failed send), the firing runs once, and on time unless its message is lost.
+Every other guarantee is checked this way too by the interleavings
+(tests/integration/test_interleavings.py, `claimed-at-start`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from scheduler_core.adapters.aws import AwsClients
+from scheduler_core.composition import build_dispatcher, build_store
+from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
+from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.messages import DeadLetter
+from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.services.unclaimed_sends import SEND_MARGIN
+from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
+from tests.support.receiver import WebhookReceiver
+
+SOON = timedelta(minutes=10)  # a one-off's time after its create: beyond the lookahead
+
+
+@pytest.fixture
+def cloud(clock: FrozenClock) -> Iterator[SchedulerHarness]:
+    with mock_aws():
+        clients = AwsClients(boto3.session.Session(region_name="us-east-1"))
+        settings = create_scheduler_resources(clients).model_copy(update={"one_offs_claimed_at_start": True})
+        yield SchedulerHarness(clients, settings, clock)
+
+
+def one_off(cloud: SchedulerHarness, receiver: WebhookReceiver, at: datetime, **extra: Any) -> dict[str, Any]:
+    target = {"type": "HTTP", "url": receiver.url}
+    return cloud.create({"name": "once", "schedule": {"at": at.isoformat()}, "target": target} | extra)
+
+
+def job_version(cloud: SchedulerHarness, job_id: str) -> int:
+    job = cloud.poll_store.get_job(job_id)
+    assert job is not None
+    return job.version
+
+
+def messages_on(cloud: SchedulerHarness, priority: Priority = Priority.NORMAL) -> int:
+    """Messages on the queue, visible or delayed."""
+    attributes = cloud.clients.sqs().get_queue_attributes(
+        QueueUrl=cloud.queue_url(priority),
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return sum(int(attributes[name]) for name in attributes)
+
+
+def sent(reports: list[Any]) -> list[Run]:
+    return [run for report in reports for run in report.sent]
+
+
+def claimed(reports: list[Any]) -> list[Run]:
+    return [run for report in reports for run in report.claimed]
+
+
+def sent_before(cloud: SchedulerHarness, clock: FrozenClock, fire_at: datetime) -> list[Run]:
+    """Polls a minute and a half before `fire_at` (within the lookahead less the margin)."""
+    clock.move_to(fire_at - timedelta(seconds=90))
+    return sent(cloud.poll())
+
+
+def test_a_poll_sends_a_one_off_without_a_write_once_and_its_start_claims_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    version = job_version(cloud, job["job_id"])
+
+    [run] = sent_before(cloud, clock, fire_at)
+    assert (run.job_id, run.scheduled_for, run.claim_version) == (job["job_id"], fire_at, version)
+    # No write: the job is as created, no run yet, its message on the queue.
+    assert job_version(cloud, job["job_id"]) == version
+    assert cloud.runs(job["job_id"]) == []
+    assert messages_on(cloud) == 1
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+    mark = cloud.poll_store.get_watermark(shard)
+    assert mark is not None
+    horizon = clock.now() + timedelta(seconds=cloud.settings.lookahead_seconds)
+    assert mark.sent_until_ms == to_ms(horizon - SEND_MARGIN)
+
+    # The next polls before its start send nothing more, and keep its bucket.
+    clock.advance(30)
+    assert sent(cloud.poll()) == claimed(cloud.poll()) == []
+    assert messages_on(cloud) == 1
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    assert len(receiver.requests) == 1
+    [ran] = cloud.runs(job["job_id"])
+    assert (ran["status"], ran["attempt"], ran["lateness_ms"]) == ("SUCCEEDED", 1, 0)
+    assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+    # Its entry leaves the index with the run's end: nothing left to claim, send or watch.
+    clock.advance(61)
+    reports = cloud.poll()
+    assert (sent(reports), claimed(reports), [r.watched for r in reports]) == ([], [], [{}] * 4)
+
+
+def test_a_duplicate_message_starts_nothing_more(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    [run] = sent_before(cloud, clock, fire_at)
+    cloud.dispatcher.enqueue([run])  # as a poll that overlapped another would
+    assert messages_on(cloud) == 2
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 2
+    assert len(receiver.requests) == 1
+    assert [r["status"] for r in cloud.runs(job["job_id"])] == ["SUCCEEDED"]
+
+
+def test_a_one_off_paused_after_its_send_and_resumed_before_its_time_runs_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    assert sent_before(cloud, clock, fire_at)
+    clock.advance(30)
+    assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/pause").status == 200
+    clock.advance(30)
+    # The resume claims the firing (due within the lookahead) and sends it, claimed.
+    assert cloud.call("POST", f"/v1/jobs/{job['job_id']}/resume").status == 200
+    assert messages_on(cloud) == 2
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 2
+    assert len(receiver.requests) == 1
+    [ran] = cloud.runs(job["job_id"])
+    assert (ran["status"], ran["lateness_ms"]) == ("SUCCEEDED", 0)
+
+
+def test_a_one_off_paused_or_cancelled_after_its_send_does_not_run(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    paused = one_off(cloud, receiver, fire_at)
+    cancelled = one_off(cloud, receiver, fire_at)
+    assert len(sent_before(cloud, clock, fire_at)) == 2
+    assert cloud.call("POST", f"/v1/jobs/{paused['job_id']}/pause").status == 200
+    assert cloud.call("DELETE", f"/v1/jobs/{cancelled['job_id']}").status in (200, 204)
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 2
+    assert receiver.requests == []
+    assert cloud.runs(paused["job_id"]) == []
+    assert cloud.poll_store.get_run(cancelled["job_id"], to_ms(fire_at)) is None
+    # The stale messages are gone; nothing is claimed behind the user's back.
+    clock.advance(120)
+    reports = cloud.poll()
+    assert claimed(reports) == sent(reports) == []
+    assert cloud.deliver() == 0
+
+
+def test_a_one_off_changed_after_its_send_runs_once_as_changed(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    renamed = one_off(cloud, receiver, fire_at)
+    moved = one_off(cloud, receiver, fire_at)
+    assert len(sent_before(cloud, clock, fire_at)) == 2
+    later = fire_at + timedelta(minutes=30)
+    reply = cloud.call("PATCH", f"/v1/jobs/{renamed['job_id']}", {"name": "renamed"})
+    assert reply.status == 200, reply.body
+    reply = cloud.call("PATCH", f"/v1/jobs/{moved['job_id']}", {"schedule": {"at": later.isoformat()}})
+    assert reply.status == 200, reply.body
+
+    clock.move_to(fire_at)
+    cloud.deliver()
+    # The renamed one ran on time, once (its start claimed the firing of the job as it is
+    # now); the moved one's first message was stale.
+    assert [r["status"] for r in cloud.runs(renamed["job_id"])] == ["SUCCEEDED"]
+    assert cloud.runs(moved["job_id"]) == []
+    assert len(receiver.requests) == 1
+
+    assert len(sent_before(cloud, clock, later)) == 1
+    clock.move_to(later)
+    assert cloud.deliver() == 1
+    [ran] = cloud.runs(moved["job_id"])
+    assert (ran["status"], ran["lateness_ms"]) == ("SUCCEEDED", 0)
+    assert len(receiver.requests) == 2
+
+
+def test_a_lost_message_is_claimed_and_sent_again_after_the_resend_timer(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    assert sent_before(cloud, clock, fire_at)
+    cloud.clients.sqs().purge_queue(QueueUrl=cloud.queue_url(Priority.NORMAL))
+
+    # Within the re-send timer the polls wait for its start.
+    clock.move_to(fire_at + timedelta(seconds=cloud.settings.resend_after_seconds - 1))
+    assert claimed(cloud.poll()) == []
+    clock.advance(2)
+    [run] = claimed(cloud.poll())
+    assert (run.scheduled_for, run.claim_version) == (fire_at, None)
+    assert cloud.deliver() == 1
+    [ran] = cloud.runs(job["job_id"])
+    assert ran["status"] == "SUCCEEDED"
+    assert len(receiver.requests) == 1
+
+
+def test_a_poll_out_of_time_marks_as_sent_only_what_it_sent(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    for i in range(40):
+        one_off(cloud, receiver, fire_at + timedelta(seconds=i % 20), name=f"j{i}")
+    shard = max(range(4), key=lambda s: sum(1 for _ in _jobs_of_shard(cloud, s)))
+    crowd = sum(1 for _ in _jobs_of_shard(cloud, shard))
+    store = build_store(cloud.settings, cloud.clients, due_page=5)
+    clock.move_to(fire_at - timedelta(seconds=90))
+
+    class OutOfTimeAfterFirstPage:
+        """Claims (and sends) a page, then the poll is out of time."""
+
+        def __init__(self) -> None:
+            self.pages = 0
+
+        def map(self, work: Any, items: Any) -> list[Any]:
+            todo = list(items)
+            results = [work(item) for item in todo]
+            if todo and isinstance(todo[0], Job):  # a page's claims, not the watchdog's runs
+                self.pages += 1
+                clock.advance(2)
+            return results
+
+    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterFirstPage())
+    first = dispatcher.poll_shard(shard, time_left=timedelta(seconds=6))
+    assert 0 < len(first.sent) < crowd
+    mark = store.get_watermark(shard)
+    assert mark is not None
+    assert mark.sent_until_ms is not None
+    first_ids = {run.run_id for run in first.sent}
+    unsent = [job.next_fire_at for job in _jobs_of_shard(cloud, shard) if _run_id(job) not in first_ids]
+    assert mark.sent_until_ms <= min(to_ms(when) for when in unsent if when is not None)
+
+    second = dispatcher.poll_shard(shard)
+    # The rest is sent; of the first poll's, at most those at the firing time it stopped at.
+    stopped_at = mark.sent_until_ms
+    again = {run.run_id for run in second.sent} & {run.run_id for run in first.sent}
+    assert all(to_ms(run.scheduled_for) >= stopped_at for run in first.sent if run.run_id in again)
+    every = {_run_id(job) for job in _jobs_of_shard(cloud, shard)}
+    assert first_ids | {run.run_id for run in second.sent} == every
+    assert dispatcher.poll_shard(shard).sent == []
+
+    cloud.poll()  # the other shards
+    clock.move_to(fire_at + timedelta(seconds=20))
+    cloud.deliver()
+    assert len(receiver.requests) == 40  # each once
+
+
+def test_a_send_that_fails_is_sent_by_the_next_poll(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+
+    class Refusing:
+        def send_runs(self, runs: list[Run]) -> list[Run]:
+            return list(runs)  # none sent
+
+        def send_dead_letter(self, record: DeadLetter) -> bool:
+            raise AssertionError("nothing here fails")
+
+    clock.move_to(fire_at - timedelta(seconds=90))
+    failing = build_dispatcher(cloud.settings, cloud.clients, clock, cloud.poll_store, queue=Refusing())
+    report = failing.poll_shard(shard)
+    assert [run.job_id for run in report.unsent] == [job["job_id"]]
+    mark = cloud.poll_store.get_watermark(shard)
+    assert mark is not None
+    assert mark.sent_until_ms == to_ms(fire_at)  # what it failed to send comes next
+
+    assert [run.job_id for run in cloud.dispatcher.poll_shard(shard).sent] == [job["job_id"]]
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    assert len(receiver.requests) == 1
+
+
+def test_what_a_start_cannot_claim_alone_is_claimed_by_the_poll(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = (clock.now() + SOON).replace(second=0, microsecond=0)
+    target = {"type": "HTTP", "url": receiver.url}
+    cron = cloud.create({"name": "cron", "schedule": {"cron": "*/5 * * * *"}, "target": target})
+    jittered = one_off(cloud, receiver, fire_at, schedule={"at": fire_at.isoformat(), "jitter_seconds": 30})
+    clock.move_to(fire_at - timedelta(seconds=90))
+    reports = cloud.poll()
+    assert sent(reports) == []
+    assert {run.job_id for run in claimed(reports)} == {cron["job_id"], jittered["job_id"]}
+
+
+def _jobs_of_shard(cloud: SchedulerHarness, shard: int) -> Iterator[Any]:
+    """The jobs of `shard` that wait for a firing."""
+    for item in cloud.clients.dynamodb().scan(TableName=cloud.settings.jobs_table_name)["Items"]:
+        if item["sk"]["S"] != "JOB":
+            continue
+        job = cloud.poll_store.get_job(item["job_id"]["S"])
+        if job is None or job.next_fire_at is None:
+            continue
+        if keys.shard_for(job.job_id, cloud.settings.shard_count) == shard:
+            yield job
+
+
+def _run_id(job: Any) -> str:
+    return keys.run_id(job.job_id, to_ms(job.next_fire_at))
