@@ -293,6 +293,7 @@ class Plan:
     margin_seconds: float | None  # None: `margin_for` the deployed lease (and the workflows' depth)
     seed: int
     workflows: int = 0
+    one_offs_claimed_at_start: bool = False  # context `one_offs_claimed_at_start`
 
 
 def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, Any]:
@@ -311,7 +312,10 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             out=log,
             verbose=True,
             assembly_dir=assembly_dir,
-            context={"worker_timeout_seconds": plan_.worker_timeout_seconds},
+            context={
+                "worker_timeout_seconds": plan_.worker_timeout_seconds,
+                "one_offs_claimed_at_start": plan_.one_offs_claimed_at_start,
+            },
         )
         started = time.monotonic()
         cloud = LocalCloud(options).start()
@@ -394,6 +398,7 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
     result |= {
         "jobs_planned": plan_.jobs,
         "spread_seconds": plan_.spread_seconds,
+        "one_offs_claimed_at_start": plan_.one_offs_claimed_at_start,
         "lead_seconds": plan_.lead_seconds,
         "fail_rate": plan_.fail_rate,
         "retry": plan_.retry,
@@ -730,6 +735,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="how long after the last fire time runs may take to finish (default: from the lease)",
     )
+    parser.add_argument(
+        "--one-offs-claimed-at-start",
+        action="store_true",
+        help="CDK context one_offs_claimed_at_start: polls send one-offs unclaimed, their start claims them",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of the failures and kills (random)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/chaos.json"), help="JSON figures")
     return parser.parse_args(argv)
@@ -760,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
         margin_seconds=args.margin_seconds,
         seed=seed,
         workflows=args.workflows,
+        one_offs_claimed_at_start=args.one_offs_claimed_at_start,
     )
     info = machine()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")

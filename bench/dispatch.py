@@ -193,7 +193,10 @@ def measure_dispatch(stack: BenchStack, jobs: int) -> dict[str, Any]:
     # Claims one after another, as the floor makes them: this part weighs the code around each
     # claim, not how many a poll makes at once (moto's server conflicts on parallel
     # transactions, which a poll leaves to the next one; the capacity simulation covers that).
-    dispatcher = build_dispatcher(stack.settings, clients, SystemClock(), runner=InOrder())
+    # The claim path, whatever the stack's `one_offs_claimed_at_start`: the floor claims each
+    # firing too (a one-off sent unclaimed is a poll's send, no write: the requests part).
+    settings = stack.settings.model_copy(update={"one_offs_claimed_at_start": False})
+    dispatcher = build_dispatcher(settings, clients, SystemClock(), runner=InOrder())
     floor = FloorDispatcher(stack, log.session("floor", moto_session()))
     clients.dynamodb().describe_table(TableName=stack.settings.jobs_table_name)
     clients.sqs().get_queue_attributes(QueueUrl=stack.settings.queue_url_normal, AttributeNames=["QueueArn"])

@@ -156,6 +156,7 @@ class SchedulerConfig:
     target_function_arns: tuple[str, ...]
     # How many of a bucket's jobs a poll claims at a time (the poller's threads).
     claim_parallelism: int = 16
+    one_offs_claimed_at_start: bool = False
     # The worker's memory, and with it its share of a vCPU (1,769 MB is one): a batch's records
     # share it.
     worker_memory_mb: int = 512
@@ -299,6 +300,9 @@ class SchedulerConfig:
             target_event_bus_arns=_arn_list(node, "target_event_bus_arns"),
             target_function_arns=_arn_list(node, "target_function_arns"),
             claim_parallelism=required_int("claim_parallelism"),
+            one_offs_claimed_at_start=_bool(
+                required("one_offs_claimed_at_start"), "one_offs_claimed_at_start"
+            ),
             worker_memory_mb=required_int("worker_memory_mb"),
             table_capacity=_table_capacity(required("table_capacity")),
             target_runs_per_minute=_optional_int(node, "target_runs_per_minute"),
@@ -332,10 +336,12 @@ def output_variable(key: str) -> str:
 # delivery lead makes room for), so an invocation's wait for its runs' time is shared by a
 # hundred runs; the caps leave a burst room to drain (a steady 100,000 a minute keeps about 60
 # batches busy); a worker of 1,024 MB has the CPU a hundred records ask for
-# (`python -m bench --only worker-cpu`).
+# (`python -m bench --only worker-cpu`); a one-off's start claims its firing (a write unit and
+# a request less a run).
 HIGH_VOLUME_CONTEXT: dict[str, Any] = {
     "shards": 64,
     "claim_parallelism": 32,
+    "one_offs_claimed_at_start": True,
     "poller_reserved_concurrency": 128,
     "worker_memory_mb": 1024,
     "delivery_lead_seconds": 3,

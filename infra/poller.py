@@ -52,6 +52,7 @@ class Poller(Construct):
             environment={
                 **shared_environment(config, store, queues),
                 "CLAIM_PARALLELISM": str(config.claim_parallelism),
+                "ONE_OFFS_CLAIMED_AT_START": str(config.one_offs_claimed_at_start).lower(),
             },
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which

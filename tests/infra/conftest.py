@@ -90,6 +90,7 @@ NARROWED_CONTEXT: dict[str, Any] = {
     "target_function_arns": [NARROWED_FUNCTIONS],
     "resend_after_seconds": 300,
     "claim_parallelism": 24,
+    "one_offs_claimed_at_start": True,
     "table_capacity": {
         "mode": "PROVISIONED",
         "read": {"min": 5, "max": 500},

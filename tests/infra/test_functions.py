@@ -47,7 +47,7 @@ EXPECTED_ENVIRONMENT = {
     | TARGET_REACH_ENVIRONMENT
     | QUOTA_ENVIRONMENT
     | {"IDEMPOTENCY_TABLE_NAME", "AUDIT_LOG_GROUP", "PER_SESSION_TENANT_ROLES"},
-    "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM"},
+    "poller": SHARED_ENVIRONMENT | {"CLAIM_PARALLELISM", "ONE_OFFS_CLAIMED_AT_START"},
     "worker": SHARED_ENVIRONMENT
     | TARGET_REACH_ENVIRONMENT
     | {"RUN_LEASE_SECONDS", "WORKER_ROLE_ARN", "WORKER_BATCH_SIZE"},
@@ -220,12 +220,11 @@ def test_a_stack_name_that_makes_a_function_name_too_long_is_refused() -> None:
     )
 
 
-def test_the_pollers_claim_parallelism_comes_from_the_context(
-    synthesis: Synthesis, narrowed: Synthesis
-) -> None:
-    for stack, expected in ((synthesis, "16"), (narrowed, "24")):
+def test_the_pollers_claims_come_from_the_context(synthesis: Synthesis, narrowed: Synthesis) -> None:
+    for stack, parallelism, at_start in ((synthesis, "16", "false"), (narrowed, "24", "true")):
         variables = stack.function("poller")["Properties"]["Environment"]["Variables"]
-        assert variables["CLAIM_PARALLELISM"] == expected
+        assert variables["CLAIM_PARALLELISM"] == parallelism
+        assert variables["ONE_OFFS_CLAIMED_AT_START"] == at_start
 
 
 def test_a_deployment_reaches_public_https_targets_only_by_default(synthesis: Synthesis) -> None:
