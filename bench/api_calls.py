@@ -51,7 +51,7 @@ from scheduler_core.domain.api_shapes import MAX_BATCH_JOBS
 from scheduler_core.domain.clock import ManualClock, from_ms, to_ms
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus
-from scheduler_core.observability import logger, metrics
+from scheduler_core.observability import SAME_ON_EVERY_LINE, logger, metrics
 
 FUNCTIONS = "functions"
 ESM = "event source mapping"
@@ -132,16 +132,13 @@ class RequestCounter:
     @contextlib.contextmanager
     def invocation(self, label: str, timeout_seconds: int) -> Iterator[BenchLambdaContext]:
         """One invocation of the function that does `label`'s work: its calls labelled, its
-        time and log lines counted, with the keys `inject_lambda_context` adds to each line
-        (and the API's correlation id); the metrics a handler with `log_metrics` would flush
-        are counted as its log, then dropped."""
+        time and log lines counted, with the keys the handlers' `inject_invocation` adds to
+        each line (and the API's correlation id); the metrics a handler with `log_metrics`
+        would flush are counted as its log, then dropped."""
         function = self.functions[FUNCTION_OF_PHASE[label.split(":", 1)[1]]]
         context = BenchLambdaContext(function, timeout_seconds)
-        logger.append_keys(
-            service=function.service_name,
-            cold_start=False,
-            **build_lambda_context_model(context).__dict__,
-        )
+        logger.append_keys(service=function.service_name, **build_lambda_context_model(context).__dict__)
+        logger.remove_keys(SAME_ON_EVERY_LINE)  # as the handlers' `inject_invocation`
         if function.name == "api":
             logger.set_correlation_id(str(uuid.uuid4()))
         started, metered = time.perf_counter(), self.log.meter_seconds

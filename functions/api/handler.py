@@ -54,7 +54,7 @@ from scheduler_core.domain.api_shapes import (
 from scheduler_core.domain.errors import InvalidCursor, SchedulerError
 from scheduler_core.domain.execution_roles import external_id
 from scheduler_core.domain.vocabulary import JobStatus, RunStatus
-from scheduler_core.observability import logger, metrics, tracer
+from scheduler_core.observability import inject_invocation, logger, metrics, tracer
 from scheduler_core.ports import CursorNotValid, StoreContention
 from scheduler_core.services.jobs import BatchPartlyMade, JobService
 from scheduler_core.services.signing import SigningSecrets
@@ -670,7 +670,7 @@ def openapi_document() -> Response[Any]:
     )
 
 
-@logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+@inject_invocation(correlation_id_path="requestContext.requestId")
 # Not the response: it holds jobs (payloads, target URLs), which X-Ray must not keep.
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext, jobs: JobService | None = None) -> dict[str, Any]:

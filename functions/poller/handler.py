@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler_core.composition import default_dispatcher
-from scheduler_core.observability import logger, metrics, tracer
+from scheduler_core.observability import inject_invocation, logger, metrics, tracer
 from scheduler_core.services.dispatch import Dispatcher
 
 
@@ -18,7 +18,7 @@ class PollEvent(BaseModel):
     shard: int = Field(ge=0)
 
 
-@logger.inject_lambda_context
+@inject_invocation
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(

@@ -22,7 +22,7 @@ from scheduler_core.composition import default_clients, default_run_executor
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import Priority
-from scheduler_core.observability import logger, metrics, tracer
+from scheduler_core.observability import inject_invocation, metrics, tracer
 from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 from scheduler_core.settings import settings_from_env
 
@@ -57,7 +57,7 @@ def record_handler_for(executor: RunExecutor, queue_urls: list[str]) -> Any:
     return handle_record
 
 
-@logger.inject_lambda_context
+@inject_invocation
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(

@@ -12,6 +12,8 @@ the in-memory fakes in `tests/unit/test_polling_rules_on_fakes.py`."""
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -24,6 +26,7 @@ from scheduler_core.composition import build_dispatcher, build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.observability import SAME_ON_EVERY_LINE, logger
 from scheduler_core.poll_ports import PollResume, Watermark
 from scheduler_core.ports import CursorNotValid
 from scheduler_core.services.dispatch import Dispatcher
@@ -345,3 +348,21 @@ def test_a_resume_point_past_the_horizon_reads_nothing(cloud: SchedulerHarness, 
         {"pk": "JOB#j", "sk": "JOB", "due_pk": keys.due_pk(bucket, 1), "due_sk": bucket + 30_000}
     )
     assert list(store.due_pages(1, bucket, bucket + 10_000, after=point)) == []
+
+
+def test_a_functions_lines_name_the_invocation_not_what_its_log_group_says(cloud: SchedulerHarness) -> None:
+    """Each line keeps the invocation's request id; the function's name, ARN and memory, the
+    cold start and the code location, the same on every line of its log group, are left out
+    (`observability.SAME_ON_EVERY_LINE`: about 215 B a line, a run's cost)."""
+    lines = io.StringIO()
+    handler = logger.registered_handler
+    stream, level = handler.setStream(lines), logger.log_level  # type: ignore[attr-defined]
+    logger.setLevel("INFO")
+    try:
+        cloud.poll_via_handler(0)
+    finally:
+        handler.setStream(stream)  # type: ignore[attr-defined]
+        logger.setLevel(level)
+    [line] = [json.loads(text) for text in lines.getvalue().splitlines() if '"poll finished"' in text]
+    assert line["function_request_id"]
+    assert not set(SAME_ON_EVERY_LINE) & set(line), line
