@@ -388,3 +388,22 @@ def test_a_runner_that_fails_part_way_keeps_every_count_and_answers_what_it_made
     assert reply.status == 500, reply.body
     assert len(listed(cloud)) == 1
     assert minute_count(cloud, at) == 3  # the runner's writes may yet land: none given back
+
+
+def test_a_keyed_batch_reads_which_of_its_jobs_exist_eventually_consistent_and_its_replay_consistently(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The read before a keyed batch's writes costs half the read units (a job it misses
+    is found by its put's condition); the answer to a batch sent again after it succeeded
+    lists its jobs and must not miss one."""
+    reads: list[bool] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        reads.extend(request["ConsistentRead"] for request in params["RequestItems"].values())
+
+    cloud.clients.dynamodb().meta.events.register("provide-client-params.dynamodb.BatchGetItem", note)
+    jobs = [one_off(receiver, clock.now() + timedelta(hours=1), f"j{i}") for i in range(3)]
+    assert batch(cloud, jobs, key="k").status == 201
+    assert reads == [False]
+    assert batch(cloud, jobs, key="k").status == 201
+    assert reads == [False, True]

@@ -49,7 +49,7 @@ class _FakeRecords(FakeTable):
         with self._lock:
             return self._jobs.get(job_id)
 
-    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+    def get_jobs(self, job_ids: Sequence[str], consistent: bool = True) -> dict[str, Job]:
         with self._lock:
             return {job_id: self._jobs[job_id] for job_id in job_ids if job_id in self._jobs}
 

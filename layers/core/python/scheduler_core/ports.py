@@ -88,8 +88,9 @@ class JobRecords(Protocol):
 
     def get_job(self, job_id: str) -> Job | None: ...
 
-    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
-        """The jobs of `job_ids` that exist (strongly consistent), by id."""
+    def get_jobs(self, job_ids: Sequence[str], consistent: bool = True) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist, by id; strongly consistent unless not
+        `consistent` (half the read units: a job written in the last second may be missed)."""
         ...
 
     def update_job_if_unchanged(

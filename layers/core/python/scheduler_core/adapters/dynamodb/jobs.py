@@ -54,9 +54,10 @@ class JobRecordsTable(TransactionalWrites):
         item = reply.get("Item")
         return self._codec.job_from_item(item) if item else None
 
-    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+    def get_jobs(self, job_ids: Sequence[str], consistent: bool = True) -> dict[str, Job]:
         found = self._get_items(
-            [to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}) for job_id in set(job_ids)]
+            [to_item({"pk": keys.job_pk(job_id), "sk": keys.JOB_SK}) for job_id in set(job_ids)],
+            consistent=consistent,
         )
         jobs = (self._codec.job_from_item(item) for item in found.values())
         return {job.job_id: job for job in jobs}

@@ -275,14 +275,15 @@ class TableAdapter:
         return [found.get((entry["pk"]["S"], entry["sk"]["S"])) for entry in entries]
 
     def _get_items(
-        self, keys: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
+        self, keys: Sequence[Mapping[str, Any]], attributes: Sequence[str] = (), consistent: bool = True
     ) -> dict[tuple[str, str], dict[str, Any]]:
-        """The items of `keys` (strongly consistent, BatchGetItem 100 keys at a time; only
-        `attributes` of them, plus their keys, if given), by (pk, sk); a key with no item is
-        left out. Keys DynamoDB leaves unprocessed (throttling, a reply's 16 MB) are asked
-        again, with growing pauses (`_UNPROCESSED_PAUSES`); then StoreContention."""
+        """The items of `keys` (strongly consistent unless not `consistent`; BatchGetItem 100
+        keys at a time; only `attributes` of them, plus their keys, if given), by (pk, sk); a
+        key with no item is left out. Keys DynamoDB leaves unprocessed (throttling, a reply's
+        16 MB) are asked again, with growing pauses (`_UNPROCESSED_PAUSES`); then
+        StoreContention."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
-        request: Any = {"ConsistentRead": True}  # boto3's KeysAndAttributes
+        request: Any = {"ConsistentRead": consistent}  # boto3's KeysAndAttributes
         if attributes:
             names = {f"#a{n}": name for n, name in enumerate(("pk", "sk", *attributes))}
             request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
