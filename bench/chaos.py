@@ -335,7 +335,7 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             now_ms = int(time.time() * 1000)
             fire_times = plan(plan_.jobs, plan_.spread_seconds, plan_.lead_seconds, now_ms)
             workflow_times = plan(plan_.workflows, plan_.spread_seconds, plan_.lead_seconds, now_ms)
-            last_fire = max(fire_times[-1], *workflow_times[-1:]) / 1000
+            last_fire = max([fire_times[-1], *workflow_times[-1:]]) / 1000
             print(
                 f"  local cloud up in {startup_seconds:.0f} s; worker timeout "
                 f"{worker.spec.timeout_seconds} s, run lease {lease_seconds} s; the last job fires in "
