@@ -31,6 +31,8 @@ def handler(
     time_left = timedelta(milliseconds=remaining_ms) if remaining_ms > 0 else None
     report = dispatcher.poll_shard(shard, time_left)
     metrics.add_metric(name="RunsClaimed", unit="Count", value=len(report.claimed))
+    if report.sent:  # one-offs claimed at their start
+        metrics.add_metric(name="RunsSentUnclaimed", unit="Count", value=len(report.sent))
     summary = {
         "shard": shard,
         "buckets_read": report.buckets_read,

@@ -12,8 +12,9 @@ from datetime import timedelta
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import run_message
+from scheduler_core.domain.overlap import slots_as_read
 from scheduler_core.domain.schedule import ScheduleSpec
-from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus
+from scheduler_core.domain.vocabulary import JobStatus, Priority, RunStatus, Trigger
 from scheduler_core.ports import JobStore
 from scheduler_core.services.unclaimed_sends import run_claimed_by_start, sent_unclaimed
 from tests.support.builders import T0, a_job, a_run
@@ -83,7 +84,7 @@ def test_a_job_changed_since_the_poll_read_it_is_not_claimed(store: JobStore) ->
     renamed = job.model_copy(update={"name": "renamed", "version": job.version + 1})
     assert store.update_job_if_unchanged(job, renamed, T0)
     assert store.claim_and_start_if_unchanged(as_started(job), job.version, NOW, NOW + LEASE, "w1") is None
-    nothing_written(store, store.get_job(job.job_id) or renamed)
+    nothing_written(store, renamed)
     # Read again, as the worker does, the job's firing is the same: claimed at its version.
     current = store.get_job(job.job_id)
     assert current is not None
@@ -121,3 +122,16 @@ def test_a_job_whose_firing_moved_is_not_claimed(store: JobStore) -> None:
     read = store.get_job(job.job_id)
     assert read is not None
     assert (read.next_fire_at, read.running_count) == (later, 0)
+
+
+def test_a_job_whose_slot_a_manual_run_holds_is_not_claimed(store: JobStore) -> None:
+    job = a_one_off(store)
+    other = a_run(job, T0, trigger=Trigger.MANUAL)
+    assert store.put_run_if_absent(other, T0)
+    assert store.start_run_in_slot(other, slots_as_read(job, other.scheduled_for_ms), NOW, NOW + LEASE, "w0")
+    busy = store.get_job(job.job_id)
+    assert busy is not None
+    assert (busy.running_count, busy.version) == (1, job.version)  # a slot taken: no new version
+    assert store.claim_and_start_if_unchanged(as_started(job), job.version, NOW, NOW + LEASE, "w1") is None
+    assert store.get_job(job.job_id) == busy
+    assert store.get_run(job.job_id, to_ms(AT)) is None

@@ -23,6 +23,7 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter
 from scheduler_core.domain.vocabulary import Priority
+from scheduler_core.ports import StoreContention
 from scheduler_core.services.unclaimed_sends import SEND_MARGIN
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver
@@ -105,7 +106,8 @@ def test_a_poll_sends_a_one_off_without_a_write_once_and_its_start_claims_it(
     # Its entry leaves the index with the run's end: nothing left to claim, send or watch.
     clock.advance(61)
     reports = cloud.poll()
-    assert (sent(reports), claimed(reports), [r.watched for r in reports]) == ([], [], [{}] * 4)
+    assert (sent(reports), claimed(reports)) == ([], [])
+    assert all(report.watched == {} for report in reports)
 
 
 def test_a_duplicate_message_starts_nothing_more(
@@ -319,3 +321,145 @@ def _jobs_of_shard(cloud: SchedulerHarness, shard: int) -> Iterator[Any]:
 
 def _run_id(job: Any) -> str:
     return keys.run_id(job.job_id, to_ms(job.next_fire_at))
+
+
+class OutOfTimeAfterPages:
+    """A `Runner`, in order: after `pages` pages of claims, the poll is out of time (the
+    watchdog's calls, with runs, are not pages)."""
+
+    def __init__(self, clock: FrozenClock, pages: int) -> None:
+        self._clock = clock
+        self._left = pages
+
+    def map(self, work: Any, items: Any) -> list[Any]:
+        todo = list(items)
+        results = [work(item) for item in todo]
+        if todo and isinstance(todo[0], Job):
+            self._left -= 1
+            if self._left == 0:
+                self._clock.advance(2)
+        return results
+
+
+def _unsent_below_the_mark(cloud: SchedulerHarness, shard: int, sent_ids: set[str]) -> list[str]:
+    """The shard's one-offs waiting for their firing below its mark that no poll sent."""
+    mark = cloud.poll_store.get_watermark(shard)
+    assert mark is not None
+    below = [
+        job for job in _jobs_of_shard(cloud, shard) if to_ms(job.next_fire_at) < (mark.sent_until_ms or 0)
+    ]
+    return [_run_id(job) for job in below if _run_id(job) not in sent_ids]
+
+
+def test_a_bucket_a_poll_resumes_in_keeps_the_mark_until_it_is_read_from_its_start(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The first poll stops in a bucket whose later firings were beyond what it sends; the
+    next resumes after where it stopped and is out of time before it reads the bucket from
+    its start again: the firings before the point it has not sent stay above the mark."""
+    bucket_start = (clock.now() + SOON).replace(second=0, microsecond=0)
+    for i in range(60):
+        one_off(cloud, receiver, bucket_start + timedelta(seconds=i), name=f"j{i}")
+    shard = max(range(4), key=lambda s: sum(1 for _ in _jobs_of_shard(cloud, s)))
+    store = build_store(cloud.settings, cloud.clients, due_page=5)
+    # The first poll sends what is due before its horizon less the margin, 30 s into the bucket.
+    clock.move_to(bucket_start + timedelta(seconds=40) - timedelta(seconds=cloud.settings.lookahead_seconds))
+    first = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterPages(clock, 2))
+    report = first.poll_shard(shard, time_left=timedelta(seconds=6))
+    assert report.resume is not None
+    sent_ids = {run.run_id for run in report.sent}
+    assert _unsent_below_the_mark(cloud, shard, sent_ids) == []
+
+    clock.advance(60)
+    second = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterPages(clock, 1))
+    report = second.poll_shard(shard, time_left=timedelta(seconds=6))
+    sent_ids |= {run.run_id for run in report.sent}
+    assert _unsent_below_the_mark(cloud, shard, sent_ids) == []
+
+    sent_ids |= {run.run_id for run in cloud.dispatcher.poll_shard(shard).sent}
+    assert {_run_id(job) for job in _jobs_of_shard(cloud, shard)} <= sent_ids
+
+
+def test_a_run_holding_the_slot_at_the_firings_time_has_the_overlap_policy_decide_then(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """The start cannot claim alone a firing whose job has a slot taken (by a manual run):
+    the worker claims it as a poll would, and the job's overlap policy (SKIP, the default)
+    decides at the firing's time."""
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    assert sent_before(cloud, clock, fire_at)
+    cloud.clients.dynamodb().update_item(
+        TableName=cloud.settings.jobs_table_name,
+        Key={"pk": {"S": keys.job_pk(job["job_id"])}, "sk": {"S": keys.JOB_SK}},
+        UpdateExpression="SET running_count = :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    [run] = cloud.runs(job["job_id"])
+    assert run["status"] == "SKIPPED"
+    assert receiver.requests == []
+
+
+def test_a_start_dynamodb_throttles_is_tried_again_at_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    assert sent_before(cloud, clock, fire_at)
+    write = cloud.worker_store.claim_and_start_if_unchanged
+    throttled: list[str] = []
+
+    def once_throttled(*args: Any, **kwargs: Any) -> Any:
+        if not throttled:
+            throttled.append("throttled")
+            raise StoreContention("ProvisionedThroughputExceededException")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(cloud.worker_store, "claim_and_start_if_unchanged", once_throttled)
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    assert throttled
+    [run] = cloud.runs(job["job_id"])
+    assert run["status"] == "SUCCEEDED"
+    assert run["lateness_ms"] < 1_000  # the pause before the try again, not the message's return
+
+
+def test_a_job_whose_claim_fails_every_poll_does_not_hold_back_the_mark(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fire_at = clock.now() + SOON
+    job = one_off(cloud, receiver, fire_at)
+    shard = keys.shard_for(job["job_id"], cloud.settings.shard_count)
+    while True:  # a cron job of the same shard, whose claim always fails
+        cron = cloud.create(
+            {
+                "name": "cron",
+                "schedule": {"cron": "* * * * *"},
+                "target": {"type": "HTTP", "url": receiver.url},
+            }
+        )
+        if keys.shard_for(cron["job_id"], cloud.settings.shard_count) == shard:
+            break
+    claim = cloud.poll_store.claim_if_unchanged
+
+    def failing(stored: Job, *args: Any, **kwargs: Any) -> Any:
+        if stored.job_id == cron["job_id"]:
+            raise RuntimeError("an item this poll cannot write")
+        return claim(stored, *args, **kwargs)
+
+    monkeypatch.setattr(cloud.poll_store, "claim_if_unchanged", failing)
+    clock.move_to(fire_at - timedelta(seconds=90))
+    report = cloud.dispatcher.poll_shard(shard)
+    assert [run.job_id for run in report.sent] == [job["job_id"]]
+    mark = cloud.poll_store.get_watermark(shard)
+    assert mark is not None
+    assert mark.sent_until_ms == to_ms(report_horizon(cloud, clock) - SEND_MARGIN)
+    clock.advance(30)
+    assert cloud.dispatcher.poll_shard(shard).sent == []  # not sent again
+
+
+def report_horizon(cloud: SchedulerHarness, clock: FrozenClock) -> datetime:
+    return clock.now() + timedelta(seconds=cloud.settings.lookahead_seconds)

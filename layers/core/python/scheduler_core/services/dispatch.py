@@ -25,18 +25,19 @@ from typing import Protocol
 
 from scheduler_core.domain import keys, misfire
 from scheduler_core.domain.clock import Clock, to_ms
-from scheduler_core.domain.entities import Job, Run, iso_or_none
+from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.fairness import fair_order
 from scheduler_core.domain.job_firings import following_firing, scheduled_run
 from scheduler_core.domain.messages import BATCH_SIZE, Outbox
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.schedule import jittered
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, MisfirePolicy
+from scheduler_core.domain.vocabulary import JobKind, JobStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.poll_ports import DueIndex, PollResume, Watermark, Watermarks
 from scheduler_core.ports import CursorNotValid, JobRecords, RunQueue, StoreContention
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
+from scheduler_core.services.missed_firings import MissedFirings, missed_to_run
 from scheduler_core.services.parallel import InOrder, Runner
 from scheduler_core.services.poll_watch import RunWatch
 from scheduler_core.services.polls import BucketRead, ClaimResult, PollPolicy, PollReport
@@ -81,6 +82,7 @@ class Dispatcher:
         self._runner: Runner = runner or InOrder()
         self._send_batch = send_batch
         self._watch = RunWatch(lifecycle, self._runner, workflows)
+        self._missed = MissedFirings(store, lifecycle)
 
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
@@ -97,12 +99,12 @@ class Dispatcher:
         runs: list[Run] = []
         missed: deque[datetime] = deque()
         if job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at < now:
-            missed.extend(self._missed_to_run(job, now))
+            missed.extend(missed_to_run(job, now))
             if not missed:
                 # None of them runs: the job moves on to its first firing after now.
                 skip_to = following_firing(job, now)
                 if skip_to is None or skip_to > horizon:
-                    return self._skip_missed(job, skip_to, now)
+                    return self._missed.skip(job, skip_to, now)
                 missed.append(skip_to)
         while (
             job.status is JobStatus.SCHEDULED and job.next_fire_at is not None and job.next_fire_at <= horizon
@@ -145,52 +147,6 @@ class Dispatcher:
         if not now <= fire_at <= self.horizon(now) or following_firing(job, fire_at) is not None:
             return None
         return self._firing_run(job, fire_at, None, now, catch_up=False)
-
-    def _missed_to_run(self, job: Job, now: datetime) -> list[datetime]:
-        """The firings from the job's next one (past) to now that run, each its own run,
-        oldest first, as its misfire policy says (none: the others are skipped)."""
-        assert job.next_fire_at is not None
-        chosen = misfire.firings_to_run(
-            job.fires_by, job.created_at, job.next_fire_at, now, job.misfire, job.catch_up_window
-        )
-        if not chosen and job.misfire is MisfirePolicy.FIRE_ONCE:
-            chosen = [job.next_fire_at]  # fire once, never drop: the firing it was waiting for
-        if misfire.is_misfire(job.next_fire_at, now):
-            logger.warning(
-                "firings missed (no poll in time); misfire policy applied",
-                extra={
-                    "job_id": job.job_id,
-                    "misfire": str(job.misfire),
-                    "missed_since": iso_or_none(job.next_fire_at),
-                    "runs": [iso_or_none(when) for when in chosen],
-                },
-            )
-            metrics.add_metric(name="MisfiredJobs", unit="Count", value=1)
-        return chosen
-
-    def _skip_missed(self, job: Job, skip_to: datetime | None, now: datetime) -> ClaimResult:
-        """Move the job past missed firings none of which runs, to `skip_to` (beyond the
-        horizon); with no firing left, the job is COMPLETED (it has no run to wait for)."""
-        moved = job.model_copy(
-            update={
-                "next_fire_at": skip_to,
-                "status": JobStatus.SCHEDULED if skip_to is not None else JobStatus.COMPLETED,
-                "version": job.version + 1,
-                "updated_at": now,
-            }
-        )
-        try:
-            if not self._store.update_job_if_unchanged(job, moved, now):
-                return ClaimResult([], job)
-        except StoreContention:
-            return ClaimResult([], job, contended=True)
-        logger.info(
-            "missed firings skipped",
-            extra={"job_id": job.job_id, "next_fire_at": iso_or_none(skip_to), "status": str(moved.status)},
-        )
-        if moved.status is JobStatus.COMPLETED:
-            self._lifecycle.job_completed(moved)
-        return ClaimResult([], moved, skipped=True)
 
     def _claim_retrying_contention(
         self, job: Job, run: Run, following: datetime | None, now: datetime, catch_up: bool
@@ -256,9 +212,9 @@ class Dispatcher:
             mark = Watermark(keys.bucket_of(to_ms(now - self._policy.first_poll_lookback)))
             self._store.advance_watermark(shard, mark.bucket_ms)
         buckets = keys.buckets_between(mark.bucket_ms, until_ms)
-        if len(buckets) > self._policy.max_buckets:
-            report.sends_stop_at(buckets[self._policy.max_buckets])  # not read by this poll
         truncated = len(buckets) > self._policy.max_buckets
+        if truncated:
+            report.sends_stop_at(buckets[self._policy.max_buckets])  # not read by this poll
         buckets = buckets[: self._policy.max_buckets]
         sends = (
             SendWindow.of_poll(mark.sent_until_ms, self.horizon(now)) if self._policy.send_unclaimed else None
@@ -280,6 +236,7 @@ class Dispatcher:
                 undrained.append(bucket)  # the last bucket reaches past the horizon: not due yet
         for bucket in resumed:
             if self._out_of_time(stop_at):
+                report.sends_stop_at(bucket)  # what lies before its point was not read again
                 break
             if self._drain_pages(read, bucket, None)[0] and keys.bucket_end(bucket) <= until_ms:
                 undrained.remove(bucket)
@@ -365,7 +322,7 @@ class Dispatcher:
                 page_drained, page_tried = self._claim_page(due.jobs, read, outbox)
                 drained = drained and page_drained
                 fires = [to_ms(job.next_fire_at) for job in due.jobs if job.next_fire_at is not None]
-                read_to_ms = max([*fires, read_to_ms or bucket])
+                read_to_ms = max([fire for fire in fires if fire < bucket + 60_000] + [read_to_ms or bucket])
                 if page_tried:
                     tried_to = due.resume_after
                 if self._out_of_time(stop_at) or not page_tried:
@@ -377,11 +334,13 @@ class Dispatcher:
         finally:
             outbox.flush()  # what is claimed is sent, whatever happened to the rest
             report.unsent += outbox.unsent
-            for run in outbox.unsent:
-                if run.claim_version is not None:
+            failed = {run.run_id for run in outbox.unsent if run.claim_version is not None}
+            for run in report.sent:
+                if run.run_id in failed:
                     report.sends_stop_at(run.scheduled_for_ms)
-            if not finished:  # the entries not read come after what was
-                report.sends_stop_at(read_to_ms or bucket)
+            report.sent = [run for run in report.sent if run.run_id not in failed]
+            if not finished:  # the entries not read come after what was read (from a point: all)
+                report.sends_stop_at(bucket if after is not None else read_to_ms or bucket)
         if not finished and tried_to is not None:
             stopped = PollResume(bucket, tried_to)
             if report.resume is None or report.resume.bucket_ms <= bucket:
@@ -397,8 +356,8 @@ class Dispatcher:
         ordered = fair_order(jobs)
         claims = self._runner.map(lambda job: self._claim_or_log(job, read, outbox), ordered)
         for job, result in zip(ordered, claims, strict=True):
-            if (result is None or result.contended or result.left) and job.next_fire_at is not None:
-                report.sends_stop_at(to_ms(job.next_fire_at))  # perhaps not sent: the next poll may
+            if result is not None and result.left and self._would_send(job, read):
+                report.sends_stop_at(to_ms(job.next_fire_at or now))  # the next poll sends it
             # None: an error, logged; the job stays in the bucket for a later poll.
             if result is None or result.contended:
                 report.contended += 1
@@ -456,8 +415,16 @@ class Dispatcher:
         logger.warning(
             "firing sent unclaimed did not start; claimed and sent again", extra={"job_id": job.job_id}
         )
+        metrics.add_metric(name="UnclaimedRunsClaimedLate", unit="Count", value=1)
         try:
             claimed = self._claim_retrying_contention(job, run, None, now, False)
         except StoreContention:
             return ClaimResult([], job, contended=True)
-        return ClaimResult([claimed] if claimed is not None else [], job)
+        # Lost: its start (or another poll) claimed it, a run now kept in this bucket.
+        return ClaimResult([claimed], job) if claimed is not None else ClaimResult([], job, waiting=True)
+
+    def _would_send(self, job: Job, read: BucketRead) -> bool:
+        """Whether this poll sends the job's firing unclaimed (`unclaimed_sends`)."""
+        if read.sends is None:
+            return False
+        return send_decision(job, read.now, read.sends, self._lifecycle.resend_after) is Send.SEND

@@ -21,6 +21,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
+from typing import Protocol
 
 from scheduler_core.domain.clock import Clock, from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run
@@ -45,8 +47,22 @@ from scheduler_core.services.admission import RunAdmission, duplicate
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.heartbeat import heartbeat
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
-from scheduler_core.services.unclaimed_sends import claimable_by_start, run_claimed_by_start
+from scheduler_core.services.unclaimed_sends import claimable_by_start, one_off_firing, run_claimed_by_start
 from scheduler_core.services.workflow_runs import WorkflowRunner
+
+# Pauses between the tries of a start that claims its firing that DynamoDB throttled: a burst's
+# (given up, the record fails and its message comes back after the visibility timeout).
+CLAIM_AT_START_PAUSES = (timedelta(milliseconds=50), timedelta(milliseconds=200))
+
+
+class WorkerStore(RunStore, Protocol):
+    """The ports of the jobs table the worker uses: a run's life, and the claim of a one-off's
+    firing its start could not claim in its own write (`_claim_and_start`)."""
+
+    def claim_if_unchanged(
+        self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False
+    ) -> Run | None: ...
+
 
 # Pauses (seconds) between the tries of a delivered attempt's end write that DynamoDB
 # throttled (16 s in all): given up, the run's next attempt would call the target again.
@@ -64,7 +80,7 @@ class RunNotDueYet(Exception):
 class RunExecutor:
     def __init__(
         self,
-        store: RunStore,
+        store: WorkerStore,
         targets: TargetInvoker,
         clock: Clock,
         lease: timedelta,
@@ -136,11 +152,11 @@ class RunExecutor:
     def _claim_and_start(self, message: RunMessage) -> tuple[Job, Run, str] | None:
         """A one-off's firing a poll sent unclaimed (`unclaimed_sends`): claimed and started
         at the run's time in one write (`claim_and_start_if_unchanged`) if its job is as the
-        poll read it; changed since in a way that leaves the firing to its start (a new name,
-        say), as it is now. The job and the run as started, and the attempt's owner; None:
-        read and decide as usual (the firing claimed since: by a change that claims what is
-        due within the lookahead, by a poll because it had not started in time, or started
-        by a duplicate message; or the job paused, cancelled or moved on)."""
+        poll read it, or, changed since but with the firing still its next, as it is now. The
+        job and the run as started, and the attempt's owner; None: read and decide as usual
+        (claimed since: by a change of the job, by a poll because it had not started in
+        time, by a duplicate message's start, or here, as a poll would, because a run holds
+        a slot and the overlap policy must decide; or the job paused, cancelled or moved on)."""
         due = from_ms(message.due_ms)
         early = due - self._clock.now()
         if early > self._max_early:
@@ -153,13 +169,19 @@ class RunExecutor:
             now = self._clock.now()
             lease_until = now + self._lease
             run = run_claimed_by_start(message, min(self._lifecycle.sent_timer(due, now), lease_until))
-            started = self._store.claim_and_start_if_unchanged(run, version, now, lease_until, owner)
+            write = partial(self._store.claim_and_start_if_unchanged, run, version, now, lease_until, owner)
+            # Throttled (a burst's), tried again now, not when the message comes back.
+            started = through_contention(write, self._clock, CLAIM_AT_START_PAUSES)
             if started is not None:
                 return *started, owner
             job = self._store.get_job(message.job_id)
-            if job is None or job.version == version or job.next_fire_at != run.scheduled_for:
+            if job is None or job.next_fire_at != run.scheduled_for or not one_off_firing(job):
                 return None
-            if not claimable_by_start(job):
+            if not claimable_by_start(job) or job.version == version:
+                # A run holds a slot (a manual one, say), or the item keeps another's run:
+                # claimed as a poll claims it, then admitted as any claimed run.
+                claimed = run.model_copy(update={"priority": job.priority})
+                self._store.claim_if_unchanged(job, claimed, None, now)
                 return None
             version = job.version
         return None

@@ -11,7 +11,8 @@ What keeps it safe and on time (docs/architecture.md, "Poll"):
   which every such firing has been sent (`Watermark.sent_until_ms`). A poll sends those from
   there up to its horizon less SEND_MARGIN, then moves the mark up to where it got: its
   horizon less the margin, or the first firing it left (out of time, a failed send), or
-  the first index entry it did not read. A job the poll could not see yet (made while it
+  the first index entry it did not read (in a bucket it resumed in and did not read again
+  from its start, the bucket's start). A job the poll could not see yet (made while it
   read, the index lagging) is due after that: made within the lookahead, its create claimed
   it; made before, its firing is more than the lookahead after its create.
 - Never lost: until its start claims it, the job stays in its bucket, which is not drained.
@@ -19,7 +20,8 @@ What keeps it safe and on time (docs/architecture.md, "Poll"):
   claimed by a poll as a firing on time would be (not as a misfire) and sent again.
 - Only what the start can claim with nothing to decide: a one-off job (no firing after this
   one), not jittered, nothing running, buffered or caught up. Anything else is claimed by the
-  poll as before.
+  poll as before; a firing whose job has a run in a slot by its time is claimed by the worker
+  as a poll would, and its overlap policy decides then (`execution`).
 """
 
 from __future__ import annotations
@@ -61,9 +63,8 @@ class SendWindow:
         return cls(min(sent_until_ms or 0, until_ms), until_ms)
 
 
-def claimable_by_start(job: Job) -> bool:
-    """Whether a start can claim the job's next firing in its own write: a one-off's only
-    firing, not jittered, with nothing running, buffered or caught up."""
+def one_off_firing(job: Job) -> bool:
+    """Whether the job's next firing is a one-off's: its last (none after it), not jittered."""
     fire_at = job.next_fire_at
     return (
         job.kind is JobKind.JOB
@@ -71,6 +72,14 @@ def claimable_by_start(job: Job) -> bool:
         and fire_at is not None
         and following_firing(job, fire_at) is None
         and jittered(job.fires_by, job.job_id, fire_at, None) == fire_at
+    )
+
+
+def claimable_by_start(job: Job) -> bool:
+    """Whether a start can claim the job's next firing in its own write: a one-off's firing,
+    with nothing running, buffered or caught up (then every overlap policy starts it)."""
+    return (
+        one_off_firing(job)
         and not job.running_count
         and job.buffered_run_ms is None
         and not job.catch_up_queue_ms
