@@ -13,14 +13,18 @@ from pydantic import ValidationError
 
 from scheduler_core.adapters.aws import error_code
 from scheduler_core.adapters.dynamodb.codec import (
-    CATCH_UP_QUEUE,
     WITH_JOB_TIMER,
     expression_values,
     to_item,
     with_job_name,
 )
 from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
-from scheduler_core.adapters.dynamodb.expressions import JOIN_CATCH_UP_QUEUE, RUN_ABSENT, UNCHANGED_SINCE_READ
+from scheduler_core.adapters.dynamodb.expressions import (
+    JOIN_CATCH_UP_QUEUE,
+    NOTHING_RUNNING_OR_WAITING,
+    RUN_ABSENT,
+    UNCHANGED_SINCE_READ,
+)
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, condition_failed, is_contention, started_sets
 from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
@@ -243,9 +247,7 @@ class DueIndexTable(TransactionalWrites):
         conditions = [
             UNCHANGED_SINCE_READ,
             f"attribute_not_exists({with_job_name('status')})",
-            "(attribute_not_exists(running_count) OR running_count = :zero)",
-            "attribute_not_exists(buffered_run_ms)",
-            f"(attribute_not_exists({CATCH_UP_QUEUE}) OR size({CATCH_UP_QUEUE}) = :zero)",
+            *NOTHING_RUNNING_OR_WAITING,
         ]
         try:
             reply = self._ddb.update_item(

@@ -26,6 +26,14 @@ HELD_BY_OWNER = f"{RUNNING_ATTEMPT} AND lease_owner = :owner"
 ACTIVE_WITH_NOTHING_LEFT_TO_FIRE = (
     "#status IN (:scheduled, :paused) AND attribute_not_exists(next_fire_at_ms)"
 )
+# A job none of whose runs holds or waits for a running slot (`:zero` is 0): then every
+# concurrency policy starts its next run (`overlap.admit`). A start that needs no read of the
+# job checks it (`start_kept_run_if_job_idle`, `claim_and_start_if_unchanged`).
+NOTHING_RUNNING_OR_WAITING = [
+    "(attribute_not_exists(running_count) OR running_count = :zero)",
+    "attribute_not_exists(buffered_run_ms)",
+    f"(attribute_not_exists({CATCH_UP_QUEUE}) OR size({CATCH_UP_QUEUE}) = :zero)",
+]
 LEASE_AND_TIMER = ("lease_until_ms", "lease_owner", "due_pk", "due_sk", "next_attempt_at_ms", "slot")
 # A running attempt that holds one of its job's running slots (`slot`: see `overlap`).
 HOLDS_SLOT = "attribute_exists(slot)"

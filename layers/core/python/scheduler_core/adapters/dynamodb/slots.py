@@ -13,6 +13,7 @@ from scheduler_core.adapters.dynamodb.codec import CATCH_UP_QUEUE, expression_va
 from scheduler_core.adapters.dynamodb.expressions import (
     ACTIVE_WITH_NOTHING_LEFT_TO_FIRE,
     LEASE_AND_TIMER,
+    NOTHING_RUNNING_OR_WAITING,
     status_in_values,
     status_one_of_values,
 )
@@ -116,9 +117,7 @@ class SlotsTable(TransactionalWrites):
             [],
             [
                 "#status = :scheduled",
-                "(attribute_not_exists(running_count) OR running_count = :zero)",
-                "attribute_not_exists(buffered_run_ms)",
-                f"(attribute_not_exists({CATCH_UP_QUEUE}) OR size({CATCH_UP_QUEUE}) = :zero)",
+                *NOTHING_RUNNING_OR_WAITING,
                 f"{timer} > :now",
                 f"{timer} <= :lease_end",
             ],
