@@ -227,21 +227,8 @@ def test_a_poll_out_of_time_marks_as_sent_only_what_it_sent(
     store = build_store(cloud.settings, cloud.clients, due_page=5)
     clock.move_to(fire_at - timedelta(seconds=90))
 
-    class OutOfTimeAfterFirstPage:
-        """Claims (and sends) a page, then the poll is out of time."""
-
-        def __init__(self) -> None:
-            self.pages = 0
-
-        def map(self, work: Any, items: Any) -> list[Any]:
-            todo = list(items)
-            results = [work(item) for item in todo]
-            if todo and isinstance(todo[0], Job):  # a page's claims, not the watchdog's runs
-                self.pages += 1
-                clock.advance(2)
-            return results
-
-    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterFirstPage())
+    # Claims (and sends) a page, then the poll is out of time.
+    dispatcher = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterPages(clock, 1))
     first = dispatcher.poll_shard(shard, time_left=timedelta(seconds=6))
     assert 0 < len(first.sent) < crowd
     mark = store.get_watermark(shard)

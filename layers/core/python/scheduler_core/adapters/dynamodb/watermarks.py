@@ -46,28 +46,23 @@ class WatermarksTable(TableAdapter):
         )
 
     def raise_sent_until(self, shard: int, sent_until_ms: int) -> None:
-        """`Watermarks.raise_sent_until`: a conditional write that only moves it forward."""
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=to_item({"pk": keys.shard_pk(shard), "sk": keys.WATERMARK_SK}),
-                UpdateExpression="SET sent_until_ms = :sent",
-                ConditionExpression="attribute_not_exists(sent_until_ms) OR sent_until_ms < :sent",
-                ExpressionAttributeValues=expression_values(sent=sent_until_ms),
-            )
-        except ClientError as error:
-            if not condition_failed(error):
-                raise
+        """`Watermarks.raise_sent_until`: only ever moved forward."""
+        self._raise_if_lower(shard, "sent_until_ms", sent_until_ms)
 
     def advance_watermark(self, shard: int, bucket_ms: int) -> None:
         """Move the watermark forward only: a poller with a slow clock never moves it back."""
+        self._raise_if_lower(shard, "bucket_ms", bucket_ms)
+
+    def _raise_if_lower(self, shard: int, attribute: str, value: int) -> None:
+        """Set the shard's `attribute` to `value` on the condition that it is lower or absent."""
         try:
             self._ddb.update_item(
                 TableName=self._table,
                 Key=to_item({"pk": keys.shard_pk(shard), "sk": keys.WATERMARK_SK}),
-                UpdateExpression="SET bucket_ms = :bucket",
-                ConditionExpression="attribute_not_exists(bucket_ms) OR bucket_ms < :bucket",
-                ExpressionAttributeValues=expression_values(bucket=bucket_ms),
+                UpdateExpression="SET #a = :value",
+                ConditionExpression="attribute_not_exists(#a) OR #a < :value",
+                ExpressionAttributeNames={"#a": attribute},
+                ExpressionAttributeValues=expression_values(value=value),
             )
         except ClientError as error:
             if not condition_failed(error):
