@@ -24,11 +24,13 @@ from moto import mock_aws
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.composition import build_dispatcher
 from scheduler_core.domain import keys
+from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.services.execution import RunNotDueYet
+from scheduler_core.services.unclaimed_sends import claimable_by_start
 from scheduler_core.settings import settings_from_env
 from tests.support.faults import DiesBeforeSending, PollerDied, WorkerDied, dead_letters, dying_executor
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
@@ -75,6 +77,7 @@ class World:
     call_kinds: list[str] = field(default_factory=list)
     abandoned: int = 0  # runs started by a worker that died before calling
     poller_deaths: int = 0
+    sent: set[str] = field(default_factory=set)  # runs polls sent unclaimed (claimed at start)
 
     @property
     def sqs(self) -> Any:
@@ -111,7 +114,8 @@ class World:
         for each in range(SHARDS) if shard is None else [shard]:
             if not dies:
                 self.polls.setdefault(each, []).append(self.clock.now())
-                self.cloud.dispatcher.poll_shard(each)
+                self.sent |= {run.run_id for run in self.cloud.dispatcher.poll_shard(each).sent}
+                self._nothing_unsent_below_the_mark(each)
                 continue
             # Its claims stand, their messages are never sent, the rest of its poll never
             # happens (so it promises nothing about what it should have claimed).
@@ -122,6 +126,20 @@ class World:
                 dying.poll_shard(each)
             except PollerDied:
                 self.poller_deaths += 1
+
+    def _nothing_unsent_below_the_mark(self, shard: int) -> None:
+        """One-offs claimed at their start: a firing below the shard's mark of what was sent
+        that waits for its start was sent (else only its re-send timer would fire it)."""
+        mark = self.cloud.poll_store.get_watermark(shard)
+        if mark is None or mark.sent_until_ms is None:
+            return
+        for job_id in self.one_offs:
+            job = self.cloud.poll_store.get_job(job_id)
+            if job is None or keys.shard_for(job_id, SHARDS) != shard or not claimable_by_start(job):
+                continue
+            assert job.next_fire_at is not None
+            if to_ms(job.next_fire_at) < mark.sent_until_ms:
+                assert keys.run_id(job_id, to_ms(job.next_fire_at)) in self.sent, (job_id, mark)
 
     def deliver(self) -> None:
         self.cloud.deliver(priorities=(Priority.NORMAL,))  # every job here is NORMAL
