@@ -36,6 +36,7 @@ RUN_OUTCOMES = {
 FIRE_LATENESS = "FireLateness"
 # The poller's, once per poll (one shard): how many runs it claimed.
 RUNS_CLAIMED = "RunsClaimed"
+RUNS_SENT_UNCLAIMED = "RunsSentUnclaimed"  # one-offs claimed at their start
 
 
 def service_name(function: str) -> str:
@@ -185,6 +186,12 @@ class OperatorDashboard(Construct):
                     "poller", RUNS_CLAIMED, cloudwatch.Stats.AVERAGE, "claims per poll (average)"
                 ),
                 scheduler_metric("poller", RUNS_CLAIMED, cloudwatch.Stats.MAXIMUM, "claims per poll (most)"),
+                scheduler_metric(
+                    "poller",
+                    RUNS_SENT_UNCLAIMED,
+                    cloudwatch.Stats.AVERAGE,
+                    "one-offs sent unclaimed per poll",
+                ),
             ],
             right=[scheduler_metric("poller", RUNS_CLAIMED, cloudwatch.Stats.SAMPLE_COUNT, "polls")],
             left_y_axis=cloudwatch.YAxisProps(label="runs", min=0, show_units=False),

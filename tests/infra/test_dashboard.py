@@ -113,6 +113,7 @@ def test_the_schedulers_own_metrics_are_the_ones_its_functions_publish(synthesis
     assert (namespace, "FireLateness", worker_service, "p99") in metrics
     assert (namespace, "RunsClaimed", poller_service, "Average") in metrics  # one value per poll
     assert (namespace, "RunsClaimed", poller_service, "SampleCount") in metrics  # polls
+    assert (namespace, "RunsSentUnclaimed", poller_service, "Average") in metrics  # one-offs claimed at start
     ours = {name for space, name, _, _ in metrics if space == namespace} | set(RUN_OUTCOMES.values())
     assert ours <= _emitted_metric_names()
 
