@@ -22,9 +22,11 @@ from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.messages import DeadLetter
+from scheduler_core.domain.schedule import ScheduleSpec
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.ports import StoreContention
 from scheduler_core.services.unclaimed_sends import SEND_MARGIN
+from tests.support.builders import a_job
 from tests.support.harness import FrozenClock, SchedulerHarness, create_scheduler_resources
 from tests.support.receiver import WebhookReceiver
 
@@ -339,32 +341,42 @@ def _unsent_below_the_mark(cloud: SchedulerHarness, shard: int, sent_ids: set[st
 
 
 def test_a_bucket_a_poll_resumes_in_keeps_the_mark_until_it_is_read_from_its_start(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+    cloud: SchedulerHarness, clock: FrozenClock
 ) -> None:
     """The first poll stops in a bucket whose later firings were beyond what it sends; the
     next resumes after where it stopped and is out of time before it reads the bucket from
     its start again: the firings before the point it has not sent stay above the mark."""
     bucket_start = (clock.now() + SOON).replace(second=0, microsecond=0)
-    for i in range(60):
-        one_off(cloud, receiver, bucket_start + timedelta(seconds=i), name=f"j{i}")
-    shard = max(range(4), key=lambda s: sum(1 for _ in _jobs_of_shard(cloud, s)))
+    # 20 one-offs of shard 0, one a second from the bucket's start: pages of 5 entries.
+    ids = [job_id for job_id in (f"job-{n}" for n in range(400)) if keys.shard_for(job_id, 4) == 0][:20]
+    for second, job_id in enumerate(ids):
+        at = bucket_start + timedelta(seconds=second)
+        assert cloud.api_store.put_job_if_absent(
+            a_job(job_id, schedule=ScheduleSpec(at=at), next_fire_at=at, created_at=clock.now())
+        )
     store = build_store(cloud.settings, cloud.clients, due_page=5)
-    # The first poll sends what is due before its horizon less the margin, 30 s into the bucket.
-    clock.move_to(bucket_start + timedelta(seconds=40) - timedelta(seconds=cloud.settings.lookahead_seconds))
+    # The first poll reads to 15 s into the bucket and sends up to 5 s (its horizon less the
+    # margin): its first page (0–4 s) is sent, its second (5–9 s) left for the next poll; then
+    # it is out of time, its point after the 9 s entry.
+    clock.move_to(bucket_start + timedelta(seconds=15) - timedelta(seconds=cloud.settings.lookahead_seconds))
     first = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterPages(clock, 2))
-    report = first.poll_shard(shard, time_left=timedelta(seconds=6))
+    report = first.poll_shard(0, time_left=timedelta(seconds=6))
     assert report.resume is not None
     sent_ids = {run.run_id for run in report.sent}
-    assert _unsent_below_the_mark(cloud, shard, sent_ids) == []
+    assert len(sent_ids) == 5
+    assert _unsent_below_the_mark(cloud, 0, sent_ids) == []
 
+    # The next sends from the point on (10–14 s), and is out of time before it reads the
+    # bucket from its start: 5–9 s, which no poll sent, must stay above the mark.
     clock.advance(60)
     second = build_dispatcher(cloud.settings, cloud.clients, clock, store, OutOfTimeAfterPages(clock, 1))
-    report = second.poll_shard(shard, time_left=timedelta(seconds=6))
+    report = second.poll_shard(0, time_left=timedelta(seconds=6))
     sent_ids |= {run.run_id for run in report.sent}
-    assert _unsent_below_the_mark(cloud, shard, sent_ids) == []
+    assert len(sent_ids) == 10
+    assert _unsent_below_the_mark(cloud, 0, sent_ids) == []
 
-    sent_ids |= {run.run_id for run in cloud.dispatcher.poll_shard(shard).sent}
-    assert {_run_id(job) for job in _jobs_of_shard(cloud, shard)} <= sent_ids
+    sent_ids |= {run.run_id for run in cloud.dispatcher.poll_shard(0).sent}
+    assert {_run_id(job) for job in _jobs_of_shard(cloud, 0)} <= sent_ids
 
 
 def test_a_run_holding_the_slot_at_the_firings_time_has_the_overlap_policy_decide_then(
