@@ -349,8 +349,8 @@ def test_a_bucket_a_poll_resumes_in_keeps_the_mark_until_it_is_read_from_its_sta
     bucket_start = (clock.now() + SOON).replace(second=0, microsecond=0)
     # 20 one-offs of shard 0, one a second from the bucket's start: pages of 5 entries.
     ids = [job_id for job_id in (f"job-{n}" for n in range(400)) if keys.shard_for(job_id, 4) == 0][:20]
-    for second, job_id in enumerate(ids):
-        at = bucket_start + timedelta(seconds=second)
+    for offset, job_id in enumerate(ids):
+        at = bucket_start + timedelta(seconds=offset)
         assert cloud.api_store.put_job_if_absent(
             a_job(job_id, schedule=ScheduleSpec(at=at), next_fire_at=at, created_at=clock.now())
         )
