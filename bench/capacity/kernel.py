@@ -162,15 +162,17 @@ class TaskRunner:
 
     Sampled load (`shadow_per_item` > 0, see `scenarios`): before each real item, the pool
     also takes `shadow_per_item` modeled items (fractions carried over), each occupying a
-    worker for one draw of `shadow_seconds()`: the claims of the jobs the sample leaves out,
-    so the real items finish when they would in the full bucket."""
+    worker for one draw of `shadow_seconds(item, outcome)` (`item`: the real one they stand
+    beside; `outcome`: what the real item that finished last in this map returned, None
+    before any did or if it raised): the claims of the jobs the sample leaves out, so the real
+    items finish when they would in the full bucket."""
 
     def __init__(
         self,
         sim: Sim,
         workers: int,
         shadow_per_item: float = 0.0,
-        shadow_seconds: Callable[[], float] | None = None,
+        shadow_seconds: Callable[[Any, Any], float] | None = None,
     ) -> None:
         self._sim = sim
         self._workers = max(1, workers)
@@ -180,34 +182,36 @@ class TaskRunner:
 
     def map(self, work: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         todo = list(items)
-        # (position, item), or (-n, None): a run of n modeled items.
+        # (position, item), or (-n, item): a run of n modeled items beside `item`.
         units: deque[tuple[int, Any]] = deque()
         owed = 0.0
         for position, item in enumerate(todo):
             if self._shadow_seconds is not None:
                 owed += self._shadow_per_item
                 if owed >= 1.0:
-                    units.append((-int(owed), None))
+                    units.append((-int(owed), item))
                     owed -= int(owed)
             units.append((position, item))
         outcomes: list[tuple[bool, Any]] = [(False, RuntimeError("runner item stopped"))] * len(todo)
         stopped = False
+        last: list[Any] = [None]  # the value of the real item that finished last
 
         def worker() -> None:
             while units and not stopped:
                 position, item = units.popleft()
                 if position >= 0:
-                    outcomes[position] = _captured(work, item)
+                    outcomes[position] = ok, value = _captured(work, item)
+                    last[0] = value if ok else None
                     continue
                 # Modeled items, a worker's share of the run at a time (fewer events, the
                 # same total): the rest stays first in line for the other workers.
                 count = -position
                 share = min(count, max(1, count // self._workers))
                 if count > share:
-                    units.appendleft((share - count, None))
+                    units.appendleft((share - count, item))
                 assert self._shadow_seconds is not None
                 self.shadow_items += share
-                self._sim.sleep(sum(self._shadow_seconds() for _ in range(share)))
+                self._sim.sleep(sum(self._shadow_seconds(item, last[0]) for _ in range(share)))
 
         # As many workers as there are items, real and modeled (a run of n modeled items is n).
         pending = sum(1 if position >= 0 else -position for position, _ in units)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -39,8 +39,10 @@ from bench.capacity.latency import (
     TARGET_CALL_SECONDS,
     WARM_INVOKE,
 )
+from bench.capacity.partitions import Charge
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.queues import SqsMessageLease, delete_received
+from scheduler_core.domain import keys
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.services.execution import RunExecutor, RunNotDueYet
 
@@ -163,17 +165,18 @@ class Function(Generic[Service]):
             self.running -= 1
             self._account.release()
 
-    def invoke_modeled(self, seconds: Callable[[], float]) -> bool:
+    def invoke_modeled(self, records: Callable[[], None]) -> bool:
         """A left-out batch's invocation (sampled load, `EventSourceMapping`): it holds one of
-        the account's concurrent executions for `seconds()` (drawn once it runs), in a warm
-        environment, and runs no code. False if Lambda throttled it."""
+        the account's concurrent executions, in a warm environment, while `records()` waits
+        out its records' modeled work; no code runs. False if Lambda throttled it."""
         if not self._account.acquire(self.name):
             return False
         self.running += 1
         self.stats.peak_concurrency = max(self.stats.peak_concurrency, self.running)
         started = self._sim.env.now
         try:
-            self._sim.sleep(self._aws.latency.draw(WARM_INVOKE) + seconds())
+            self._sim.sleep(self._aws.latency.draw(WARM_INVOKE))
+            records()
             return True
         finally:
             self.stats.modeled_invocations += 1
@@ -186,11 +189,50 @@ class Function(Generic[Service]):
 class _ShadowCohort:
     """Left-out records of one queue (sampled load): `records` of them become receivable at
     `visible_at` and are due at `due_at` (virtual seconds), as the real message they stand
-    beside."""
+    beside; `firing_ms` and `kept` are that message's firing and whether its run is kept on
+    its job's item (`RunMessage.with_job`: its end takes the job's due index entry out)."""
 
     visible_at: float
     due_at: float = field(compare=False)
     records: int = field(compare=False)
+    firing_ms: int = field(compare=False, default=0)
+    kept: bool = field(compare=False, default=False)
+
+
+# What a left-out record writes, in write units (a run's item under 1 KB, as the requests
+# part of `make bench` measures the one-off path: docs/benchmarks.md): its start 1 (with
+# one-offs claimed at their start, the claim in the same write), its end 1, and, for a run
+# kept on its job's item, the job's due index entry taken out with the end 1. A run in an
+# item of its own (a cron job's) writes at least as much.
+LEFT_OUT_START_UNITS = 1.0
+LEFT_OUT_END_UNITS = 1.0
+LEFT_OUT_ENTRY_UNITS = 1.0
+BACKOFF_CAP_SECONDS = 20.0  # botocore's standard retry mode: a random wait up to 2^n s, at most 20
+
+
+@dataclass(frozen=True)
+class LeftOutWrites:
+    """Where a left-out record's writes land: its own item's (a key of its own: the table's
+    units alone) and, for a kept run's end, its job's due index entry, on the key of its
+    firing's minute and its job's shard (the left-out jobs spread evenly over the shards)."""
+
+    table: str
+    shards: int
+
+    def start(self, records: int) -> list[Charge]:
+        return [Charge(self.table, "", LEFT_OUT_START_UNITS * records)]
+
+    def end(self, cohorts: Counter[tuple[int, bool]], offset: int) -> list[Charge]:
+        """`cohorts`: records by (firing ms, kept); `offset`: the shard the first one's job is on."""
+        charges = [Charge(self.table, "", LEFT_OUT_END_UNITS * sum(cohorts.values()))]
+        by_key: defaultdict[str, float] = defaultdict(float)
+        for (firing_ms, kept), records in cohorts.items():
+            if not kept:
+                continue
+            for n in range(records):
+                by_key[keys.due_pk(firing_ms, (offset + n) % self.shards)] += LEFT_OUT_ENTRY_UNITS
+        charges += [Charge(f"{self.table}/due", key, units) for key, units in by_key.items()]
+        return charges
 
 
 @dataclass
@@ -201,6 +243,7 @@ class _Gathered:
     messages: list[dict[str, Any]] = field(default_factory=list)
     left_out: int = 0
     due_at: float = 0.0
+    firings: Counter[tuple[int, bool]] = field(default_factory=Counter)  # left out, by (firing, kept)
 
     @property
     def size(self) -> int:
@@ -233,7 +276,10 @@ class EventSourceMapping:
     left-out batch holds a poller (the mapping's concurrency) and one of the account's
     concurrent executions while its invocation waits for its runs' time and does a start,
     the target's call and an end (drawn latencies), as the worker does; no code runs for it.
-    Their table writes are the sampled items' shadow units (`aws`)."""
+    With `left_out_writes`, their start's and end's write units are asked of the table and
+    its due index when they would be written (`LeftOutWrites`), and wait as botocore's
+    retries would while refused: a burst's ends meet on its minute's keys of the due index,
+    and every start and end on the table's own limit."""
 
     def __init__(
         self,
@@ -246,6 +292,7 @@ class EventSourceMapping:
         mode: ScalingMode = STANDARD,
         *,
         window_seconds: float = 0.0,
+        left_out_writes: LeftOutWrites | None = None,
     ) -> None:
         self._sim = sim
         self._aws = aws
@@ -254,6 +301,8 @@ class EventSourceMapping:
         self._queue_name = queue_url.rstrip("/").rsplit("/", 1)[-1]
         self.batch_size = batch_size
         self.window_seconds = window_seconds
+        self._writes = left_out_writes
+        self._next_shard = 0  # the shard of the next left-out record's job (round robin)
         self.ceiling = min(max_concurrency, mode.ceiling)
         self.mode = mode
         self.limit = float(min(mode.initial, self.ceiling))
@@ -356,14 +405,18 @@ class EventSourceMapping:
                 continue
             self._seen.add(message.id)
             visible_at = self._virtual(_became_visible_ms(message))
-            due_at = self._virtual(RunMessage.model_validate_json(message.body).due_ms)
+            run = RunMessage.model_validate_json(message.body)
+            due_at = self._virtual(run.due_ms)
             peers = self._aws.shadow + self._shadow_carry
             whole = int(peers)
             self._shadow_carry = peers - whole
             before = round(whole * self._aws.latency.uniform(0.0, 1.0))
             for offset, records in ((-1e-6, before), (1e-6, whole - before)):
                 if records:
-                    heapq.heappush(self._shadow, _ShadowCohort(visible_at + offset, due_at, records))
+                    cohort = _ShadowCohort(
+                        visible_at + offset, due_at, records, run.scheduled_for_ms, run.with_job
+                    )
+                    heapq.heappush(self._shadow, cohort)
 
     # --- pollers ----------------------------------------------------------------------
 
@@ -448,19 +501,39 @@ class EventSourceMapping:
             take = min(most - taken, cohort.records)
             taken += take
             batch.due_at = max(batch.due_at, cohort.due_at)
+            batch.firings[(cohort.firing_ms, cohort.kept)] += take
             cohort.records -= take
             if cohort.records == 0:
                 heapq.heappop(self._shadow)
         batch.left_out += taken
         return taken
 
-    def _left_out_seconds(self, due_at: float) -> float:
-        """An invocation's time for left-out records, side by side: wait for the last one's
-        time, then a start, the target's call and an end (the slowest of them, roughly one
-        of each)."""
+    def _left_out_records(self, batch: _Gathered) -> None:
+        """An invocation's left-out records, side by side: wait for the last one's time, then
+        a start, the target's call and an end (the slowest of them, roughly one of each),
+        their writes asked of the table when they are made (`LeftOutWrites`)."""
         latency = self._aws.latency
-        wait = max(0.0, due_at - self._sim.env.now)
-        return wait + 2 * latency.call("dynamodb", "UpdateItem") + TARGET_CALL_SECONDS
+        self._sim.sleep(max(0.0, batch.due_at - self._sim.env.now))
+        writes = self._writes
+        self._sim.sleep(latency.call("dynamodb", "UpdateItem"))
+        if writes is not None:
+            self._write_left_out(writes.start(batch.left_out))
+        self._sim.sleep(TARGET_CALL_SECONDS + latency.call("dynamodb", "UpdateItem"))
+        if writes is not None:
+            charges = writes.end(batch.firings, self._next_shard)
+            self._next_shard = (self._next_shard + batch.left_out) % writes.shards
+            self._write_left_out(charges)
+
+    def _write_left_out(self, charges: list[Charge]) -> None:
+        """Left-out writes, admitted by the capacity model as the real ones are; refused,
+        asked again after botocore's standard backoff (a random wait up to 2^n seconds, at
+        most 20), for as long as it takes (the worker retries a throttled start with the
+        message, a throttled end for 16 s: `execution`)."""
+        attempt = 0
+        while self._aws.capacity.admit_write(self._sim.env.now, charges) is not None:
+            attempt += 1
+            self._sim.sleep(self._aws.latency.uniform(0.0, min(BACKOFF_CAP_SECONDS, 2.0**attempt)))
+        self._aws.capacity.shadow_write_units += sum(charge.units for charge in charges)
 
     def _invoke_real(self, batch: _Gathered) -> None:
         messages = batch.messages
@@ -483,7 +556,7 @@ class EventSourceMapping:
         """A batch of left-out records only: the worker's invocation is modeled."""
         self.stats.modeled_batches += 1
         self.stats.modeled_records += batch.left_out
-        if not self._function.invoke_modeled(lambda: self._left_out_seconds(batch.due_at)):
+        if not self._function.invoke_modeled(lambda: self._left_out_records(batch)):
             self.stats.lambda_throttles += 1
             self._requeue_left_out(batch)
             self._sim.sleep(1.0)
@@ -491,8 +564,9 @@ class EventSourceMapping:
         self._delete_left_out(batch.left_out)
 
     def _requeue_left_out(self, batch: _Gathered) -> None:
-        if batch.left_out:
-            heapq.heappush(self._shadow, _ShadowCohort(self._sim.env.now, batch.due_at, batch.left_out))
+        for (firing_ms, kept), records in batch.firings.items():
+            cohort = _ShadowCohort(self._sim.env.now, batch.due_at, records, firing_ms, kept)
+            heapq.heappush(self._shadow, cohort)
 
     def _delete_left_out(self, records: int, already: int = 0) -> None:
         """The DeleteMessageBatch calls (10 a call) left-out records add to `already` real ones."""
@@ -509,8 +583,7 @@ class EventSourceMapping:
             self._sim.spawn(self._record, container, message, name="worker record") for message in messages
         ]
         if batch.left_out:
-            seconds = self._left_out_seconds(batch.due_at)
-            processes.append(self._sim.spawn(self._sim.sleep, seconds, name="left-out records"))
+            processes.append(self._sim.spawn(self._left_out_records, batch, name="left-out records"))
         self._sim.wait_all(processes)
         return [
             message["ReceiptHandle"]

@@ -107,6 +107,8 @@ class _Scope:
             by_key[(charge.table, charge.key)] += charge.units
             by_table[charge.table] += charge.units
         for (table, key), units in by_key.items():
+            if not key:
+                continue  # on its table alone (`charge`)
             window = self.keys.get((table, key))
             if (window.at(second) if window else 0.0) + units > self.key_limit:
                 kind = "Index" if "/" in table else "Table"

@@ -27,10 +27,13 @@ they compete with the sampled jobs for a shared resource:
       they crowd out the real writes, which then see AWS's throttling and its retries.
   (b) the poller's work: a poll reads a bucket a page at a time and claims each page
       before reading the next (`dispatch`); sampled, a page holds 1,000 x f real entries (at
-      least one), each standing for 1/f. Before each real claim, (1/f - 1) modeled claims
-      take one of the poll's `claim_parallelism` slots for one drawn `TransactWriteItems`
-      latency plus a tenth of a `SendMessageBatch` each (`kernel.TaskRunner`; the poll sends
-      runs as it claims them, 10 a batch); the poll's one-after-the-other reads (the due
+      least one), each standing for 1/f. Before each real claim, (1/f - 1) modeled jobs
+      take one of the poll's `claim_parallelism` slots each, doing what the real job that
+      finished last in the page did (`world.modeled_work`): a claim is one drawn
+      `TransactWriteItems` latency plus a tenth of a `SendMessageBatch` (`kernel.TaskRunner`;
+      the poll sends runs as it claims them, 10 a batch); a one-off sent unclaimed
+      (`one_offs_claimed_at_start`) the tenth of the send alone; one left in its bucket
+      (sent or claimed already) nothing; the poll's one-after-the-other reads (the due
       index's 1 MB query pages, BatchGetItem of 100 keys) are likewise waited out for the
       full bucket (`aws.SimulatedAws._shadow_calls`). So a poll lasts as long as the full
       bucket's, stops before the poller's 60 s timeout when the full bucket would, and the
@@ -39,8 +42,12 @@ they compete with the sampled jobs for a shared resource:
       queue, receivable and due when it is; the mappings take them in batches in the order
       they became receivable, each batch holding one of the mapping's concurrent batches and
       one of the account's executions while it waits for its runs' time and does a start, a
-      call and an end (`lambdas.EventSourceMapping`). The report's `worker_capacity` is what
-      the sampled batches alone would do.
+      call and an end (`lambdas.EventSourceMapping`). Their starts' and ends' write units
+      are asked of the table when they would be written (a unit each on the table, and a
+      kept run's end one more on its minute's key of the due index, the left-out jobs spread
+      evenly over the shards: `lambdas.LeftOutWrites`), and wait as botocore's retries would
+      while the table or the key refuses them; the real runs meet them there. The report's
+      `worker_capacity` is what the sampled batches alone would do.
 """
 
 from __future__ import annotations
@@ -191,6 +198,7 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
             "event_source_mapping_mode": world.mode.name,
             "account_concurrency": world.account.limit,
             "lookahead_seconds": world.defaults.lookahead_seconds,
+            "one_offs_claimed_at_start": world.defaults.one_offs_claimed_at_start,
             "latency_factor": world.latency.factor,
             "table_previous_peak_wcu": world.previous_peak_wcu or None,
         },
@@ -198,7 +206,9 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
         "fraction": world.fraction,
         "shadow": {
             "write_units": round(world.capacity.shadow_write_units),
-            "modeled_claims": sum(runner.shadow_items for runner in world.runners),
+            "modeled_claims": world.modeled_work["claim"],
+            "modeled_unclaimed_sends": world.modeled_work["send"],
+            "modeled_without_a_write": world.modeled_work["none"],
             "modeled_poller_calls": dict(world.aws.shadow_calls),
         }
         if world.fraction < 1.0

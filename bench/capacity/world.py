@@ -7,17 +7,25 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from moto import mock_aws
 
 from bench.capacity.aws import SimulatedAws, sqs_in_virtual_time
 from bench.capacity.kernel import Sim, SimClock, TaskRunner, virtual_sleep
-from bench.capacity.lambdas import STANDARD, Account, EventSourceMapping, Function, PollSchedule, ScalingMode
+from bench.capacity.lambdas import (
+    STANDARD,
+    Account,
+    EventSourceMapping,
+    Function,
+    LeftOutWrites,
+    PollSchedule,
+    ScalingMode,
+)
 from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
 from bench.capacity.partitions import CapacityModel
 from bench.common import metrics_namespace
@@ -27,11 +35,14 @@ from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DUE_PAGE
 from scheduler_core.adapters.http_client import Answer, GuardedHttp
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
+from scheduler_core.domain.entities import Job
 from scheduler_core.domain.vocabulary import Priority
 from scheduler_core.observability import logger, metrics
 from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
+from scheduler_core.services.polls import ClaimResult
+from scheduler_core.services.unclaimed_sends import SEND_MARGIN, claimable_by_start
 from scheduler_core.settings import Settings
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
@@ -91,6 +102,7 @@ class StackDefaults:
     max_receive_count: int
     queue_capacity: dict[Priority, QueueCapacity]
     claim_parallelism: int
+    one_offs_claimed_at_start: bool = False
 
     @classmethod
     def from_cdk_json(cls, overrides: Mapping[str, Any] | None = None) -> StackDefaults:
@@ -106,6 +118,7 @@ class StackDefaults:
             max_receive_count=int(context["max_receive_count"]),
             queue_capacity={p: capacity[p.value] for p in Priority},
             claim_parallelism=int(context["claim_parallelism"]),
+            one_offs_claimed_at_start=bool(context.get("one_offs_claimed_at_start", False)),
         )
 
     @property
@@ -221,6 +234,7 @@ class World:
             delivery_lead_seconds=self.defaults.delivery_lead_seconds,
             resend_after_seconds=self.defaults.resend_after_seconds,
             run_lease_seconds=self.defaults.visibility_timeout_seconds,
+            one_offs_claimed_at_start=self.defaults.one_offs_claimed_at_start,
             **({"claim_parallelism": self.claim_parallelism} if self.claim_parallelism else {}),
         )
 
@@ -241,18 +255,48 @@ class World:
         # A poll's claims side by side: as tasks in virtual time, not threads; sampled, the
         # left-out jobs' claims are modeled in the same pool (`TaskRunner`).
         self.runners: list[TaskRunner] = []
+        self.modeled_work: Counter[str] = Counter()  # the runners' modeled items, by kind
         latency = self.latency
 
         capacity = self.capacity
 
-        def claim_seconds() -> float:
-            # A modeled claim: its transaction, and its tenth of the batch send that carries
-            # its run (the thread whose claim fills a batch sends it: `dispatch.Outbox`). While
-            # the table or its due index was offered more than it serves, claims go no faster
-            # than it serves: each takes that many times longer (throttled and retried).
+        def claim_seconds(job: Job, outcome: ClaimResult | None) -> float:
+            # A modeled job, as the real ones beside it go (`modeled_work`): a claim is its
+            # transaction and its tenth of the batch send that carries its run (the thread
+            # whose claim fills a batch sends it: `dispatch.Outbox`); while the table or its
+            # due index was offered more than it serves, claims go no faster than it serves:
+            # each takes that many times longer (throttled and retried). A one-off sent
+            # unclaimed (`one_offs_claimed_at_start`) is its share of the send alone; one
+            # left in its bucket (sent already, claimed already, not tried) costs nothing.
+            kind = modeled_work(job, outcome)
+            self.modeled_work[kind] += 1
+            if kind == "none":
+                return 0.0
             send = latency.call("sqs", "SendMessageBatch") / SEND_BATCH
+            if kind == "send":
+                return send
             load = capacity.write_load(sim.env.now, ("jobs", "jobs/due"))
             return (latency.call("dynamodb", "TransactWriteItems") + send) * max(1.0, load)
+
+        def modeled_work(job: Job, outcome: ClaimResult | None) -> str:
+            """What a left-out job beside `job` costs a poll: "claim", "send" or "none". As
+            the real job that finished last did (a page's jobs are alike in a burst), or,
+            before any did, as `job`'s state says (`unclaimed_sends.send_decision` without
+            the sent mark: a one-off due within SEND_MARGIN of the horizon is the next poll's
+            to send)."""
+            if outcome is None:
+                if job.next_fire_at is None:
+                    return "none"  # claimed already: its entry waits for its run's end
+                now = clock.now()
+                if settings.one_offs_claimed_at_start and claimable_by_start(job) and job.next_fire_at >= now:
+                    horizon = now + timedelta(seconds=settings.lookahead_seconds)
+                    return "send" if job.next_fire_at < horizon - SEND_MARGIN else "none"
+                return "claim"
+            if outcome.sent:
+                return "send"
+            if outcome.runs or outcome.contended or outcome.skipped:
+                return "claim"  # claimed, or a claim's write tried (throttled, misfire skipped)
+            return "none"  # left in its bucket, not tried, nothing to claim (a lost race: rare)
 
         def dispatcher(clients: AwsClients) -> Dispatcher:
             runner = TaskRunner(
@@ -281,6 +325,7 @@ class World:
                 queue.max_concurrency,
                 self.mode,
                 window_seconds=queue.batching_window_seconds,
+                left_out_writes=LeftOutWrites(settings.jobs_table_name, self.shards),
             )
         # EventBridge fires a rate rule at a second of the minute fixed when it was created.
         self.schedule = PollSchedule(sim, self.poller, self.shards, self.latency.uniform(0.0, 60.0))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from bench.capacity.lambdas import EventSourceMapping, Function, provisioned
+from bench.capacity.lambdas import EventSourceMapping, Function, LeftOutWrites, provisioned
+from bench.capacity.partitions import Charge
 from bench.capacity.world import World
+from scheduler_core.domain import keys
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.vocabulary import Priority
 
@@ -173,3 +176,47 @@ def test_unsampled_load_has_no_left_out_peers():
 
 
 SEED = 6
+
+
+def test_left_out_ends_take_their_jobs_due_entries_out_on_every_shard_s_key_of_the_minute():
+    writes = LeftOutWrites("jobs", shards=4)
+    firing_ms = 1_893_456_180_000  # 2030-01-01 00:03:00
+    cohorts = Counter({(firing_ms, True): 10, (firing_ms + 1, False): 5})
+    charges = writes.end(cohorts, offset=3)
+    assert Charge("jobs", "", 15.0) in charges  # every end on its run's own item
+    entries = {charge.key: charge.units for charge in charges if charge.table == "jobs/due"}
+    # Only the kept runs' entries (a cron run's moved at its claim), 10 over 4 shards from shard 3.
+    assert entries == {
+        keys.due_pk(firing_ms, 3): 3.0,
+        keys.due_pk(firing_ms, 0): 3.0,
+        keys.due_pk(firing_ms, 1): 2.0,
+        keys.due_pk(firing_ms, 2): 2.0,
+    }
+    assert writes.start(15) == [Charge("jobs", "", 15.0)]
+
+
+def test_a_left_out_write_refused_by_a_full_key_waits_for_a_later_second():
+    world = World(seed=4, fraction=0.01)
+    with world.running():
+        worker: Function[Any] = Function(
+            "worker", world.sim, world.aws, world.account, lambda _: SlowExecutor(world), 900
+        )
+        url = world.settings.queue_url(Priority.NORMAL)
+        mapping = EventSourceMapping(
+            world.sim, world.aws, worker, url, 10, 1, left_out_writes=LeftOutWrites("jobs", 4)
+        )
+        entry = [Charge("jobs/due", "203001010003#0", 1.0)]
+        # The key has taken its 1,000 units of the current second.
+        assert world.capacity.admit_write(0.0, [Charge("jobs/due", "203001010003#0", 1_000.0)]) is None
+        done: list[float] = []
+
+        def write() -> None:
+            mapping._write_left_out(entry)
+            done.append(world.sim.env.now)
+
+        world.sim.spawn(write, name="left-out end")
+        world.sim.run(until=60.0)
+    [at] = done
+    assert at >= 1.0  # not in the second that was full
+    assert world.capacity.throttles["IndexKeyRangeThroughputExceeded"] >= 1
+    assert world.capacity.shadow_write_units == 1.0

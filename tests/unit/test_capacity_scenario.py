@@ -25,7 +25,8 @@ def test_a_sampled_midnight_fires_its_sample_and_models_the_rest():
     # 4,000 jobs due in one second, 20 of them run for real: the polls wait out the other
     # 3,980 claims (each with its share of a send) and their reads, and the table takes their
     # units. A one-off's claim writes its job's item only (its run is kept there): none on
-    # the due index's hot key, which only the runs' ends (not sampled) write.
+    # the due index's hot key. Their runs' starts and ends are asked of the table when the
+    # left-out batches make them, the ends taking the jobs' entries out of the due index.
     result = midnight(scale=0.004, fraction=0.005)
     assert result["sampled"] is True
     assert result["fraction"] == 0.005
@@ -35,7 +36,29 @@ def test_a_sampled_midnight_fires_its_sample_and_models_the_rest():
     assert result["duplicated"] == 0
     assert result["task_failures"] == []
     assert result["shadow"]["modeled_claims"] == 20 * 199
+    assert result["shadow"]["modeled_unclaimed_sends"] == 0
     # 4,000 keys read 100 a call, less the real calls (at most one a sampled job)
     assert result["shadow"]["modeled_poller_calls"]["BatchGetItem"] >= 4_000 // 100 - 20
     assert result["peak_wcu_per_table_second"]["jobs"] >= 199
-    assert result["peak_wcu_per_table_second"]["jobs/due"] < 199
+    # Each left-out run's start, end and due entry out (3 units), beside the claims' shadow.
+    assert result["shadow"]["write_units"] >= 3 * 20 * 199
+    assert result["peak_wcu_per_table_second"]["jobs/due"] >= 199
+
+
+def test_a_sampled_midnight_with_one_offs_claimed_at_their_start_models_sends_not_claims():
+    # The same burst with Deploy's switch: the polls send the left-out one-offs unclaimed
+    # (their share of a send each, no claim), and the real ones' starts claim them.
+    result = midnight(scale=0.004, fraction=0.005, context={"one_offs_claimed_at_start": True})
+    assert result["configuration"]["one_offs_claimed_at_start"] is True
+    assert result["runs_fired"] == 20
+    assert result["missed"] == 0
+    assert result["duplicated"] == 0
+    assert result["task_failures"] == []
+    assert result["shadow"]["modeled_unclaimed_sends"] == 20 * 199
+    assert result["shadow"]["modeled_claims"] == 0
+    calls = result["calls"]
+    assert "poller dynamodb.TransactWriteItems" not in calls
+    # The polls' writes are their watermarks and sent marks (two a poll at most: no claim);
+    # each real start claims its run.
+    assert calls.get("poller dynamodb.UpdateItem", 0) <= 2 * result["polls"]["polls"]
+    assert calls["worker dynamodb.UpdateItem"] >= 2 * 20  # a claiming start and an end each
