@@ -38,7 +38,7 @@ The model, and what it assumes beyond the measurement:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 MINUTES_PER_MONTH = 30 * 24 * 60
@@ -89,11 +89,24 @@ class PriceList:
     dynamodb_rcu_hour: float  # provisioned
     sqs_request: float  # standard queue, per 64 KiB chunk
     lambda_request: float
-    lambda_gb_second: float  # x86
+    lambda_gb_second: float  # at `lambda_architecture`
     api_gateway_rest_request: float
     logs_ingested_gb: float  # CloudWatch Logs, standard class
     xray_trace_recorded: float
     eventbridge_scheduler_invocation: float  # for comparison
+    lambda_architecture: str = "x86_64"
+
+    def for_architecture(self, architecture: str) -> PriceList:
+        """These prices, Lambda's GB-second at `architecture`'s (the request price is the same)."""
+        if architecture not in LAMBDA_GB_SECOND:
+            known = sorted(LAMBDA_GB_SECOND)
+            raise ValueError(f"the price list has no Lambda prices for {architecture}: {known}")
+        price = LAMBDA_GB_SECOND[architecture]
+        return replace(self, lambda_gb_second=price, lambda_architecture=architecture)
+
+
+# Lambda's duration price per GB-second, us-east-1, the first 6 billion GB-seconds a month.
+LAMBDA_GB_SECOND = {"x86_64": 0.0000166667, "arm64": 0.0000133334}
 
 
 PRICES = PriceList(
@@ -105,7 +118,7 @@ PRICES = PriceList(
     dynamodb_rcu_hour=0.00013,
     sqs_request=0.40 / MILLION,
     lambda_request=0.20 / MILLION,
-    lambda_gb_second=0.0000166667,
+    lambda_gb_second=LAMBDA_GB_SECOND["x86_64"],
     api_gateway_rest_request=3.50 / MILLION,
     logs_ingested_gb=0.50,
     xray_trace_recorded=5.00 / MILLION,
@@ -258,8 +271,9 @@ def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[
     """The `cost` section of the bench's figures, from its `requests` section."""
     memory_mb = {name: int(f["memory_mb"]) for name, f in requests["functions"].items()}
     architectures = {f["architecture"] for f in requests["functions"].values()}
-    if architectures != {"x86_64"}:
-        raise ValueError(f"the price list has x86 Lambda prices only, the functions run on {architectures}")
+    if len(architectures) != 1:
+        raise ValueError(f"one Lambda architecture is priced at a time, the functions run on {architectures}")
+    prices = prices.for_architecture(architectures.pop())
     shards = int(requests["poll_cycle"]["shards"])
     mappings = int(requests["event_source_mappings"])
     cycle = PollCycle.per_shard(requests["poll_cycle"])
@@ -421,7 +435,7 @@ def print_cost(cost: Mapping[str, Any]) -> None:
         f"pollers each, {assumptions['esm_long_poll_seconds']} s receives)"
     )
     memory = ", ".join(f"{name} {mb} MB" for name, mb in sorted(assumptions["memory_mb"].items()))
-    print(f"  Lambda (x86): {memory}; duration {assumptions['lambda_duration']}")
+    print(f"  Lambda ({prices['lambda_architecture']}): {memory}; duration {assumptions['lambda_duration']}")
     wait = assumptions["worker_wait"]
     print(
         f"  worker: {wait['seconds_per_run'] * 1000:.0f} ms a run of waiting for its time included "

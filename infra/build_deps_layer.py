@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.config import DEPS_LAYER_BUILT, DEPS_REQUIREMENTS, LAMBDA_PYTHON_VERSION
+from infra.config import DEPS_LAYER_BUILT, DEPS_LAYER_PLATFORM, DEPS_REQUIREMENTS, LAMBDA_PYTHON_VERSION
 
 # The Lambda runtime ships boto3 with these. A layer comes first on sys.path, so a copy
 # here (aws-xray-sdk pulls in botocore) would pair the runtime's boto3 with a foreign
@@ -20,7 +20,8 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3")
 
 
 def pip_command(target: str) -> list[str]:
-    """The pip invocation that installs the requirements for Lambda's x86_64 CPython."""
+    """The pip invocation that installs the requirements for Lambda's CPython on the functions'
+    architecture (`DEPS_LAYER_PLATFORM`)."""
     return [
         sys.executable,
         "-m",
@@ -28,7 +29,7 @@ def pip_command(target: str) -> list[str]:
         "install",
         "--quiet",
         "--platform",
-        "manylinux2014_x86_64",
+        DEPS_LAYER_PLATFORM,
         "--implementation",
         "cp",
         "--python-version",
@@ -61,7 +62,7 @@ def build_deps_layer() -> None:
     if result.returncode != 0:
         raise SystemExit(
             f"pip could not install {DEPS_REQUIREMENTS} as wheels for CPython {LAMBDA_PYTHON_VERSION} "
-            "on manylinux2014_x86_64. If a package has no wheel for that version yet, set "
+            f"on {DEPS_LAYER_PLATFORM}. If a package has no wheel for that version yet, set "
             "LAMBDA_PYTHON_VERSION in infra/config.py to the previous Lambda runtime."
         )
     prune_runtime_provided(target)

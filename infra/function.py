@@ -14,7 +14,7 @@ from infra.compliance import skip_checkov_check
 from infra.config import FUNCTIONS_DIR, ConfigError, SchedulerConfig
 from infra.job_store import JobStore
 from infra.keys import StackKeys
-from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_runtime
+from infra.layers import PYTHON_ASSET_EXCLUDES, lambda_architecture, lambda_runtime
 from infra.queues import SchedulerQueues
 
 METRICS_NAMESPACE = "ServerlessScheduler"
@@ -114,7 +114,7 @@ class SchedulerFunction(Construct):
             function_name=function_name,
             description=description,
             runtime=lambda_runtime(),
-            architecture=lambda_.Architecture.X86_64,
+            architecture=lambda_architecture(),
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / name), exclude=PYTHON_ASSET_EXCLUDES),
             handler="handler.handler",
             layers=list(layers),

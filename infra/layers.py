@@ -5,7 +5,13 @@ from __future__ import annotations
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.config import CORE_LAYER_DIR, DEPS_LAYER_BUILT, DEPS_LAYER_DIR, LAMBDA_PYTHON_VERSION
+from infra.config import (
+    CORE_LAYER_DIR,
+    DEPS_LAYER_BUILT,
+    DEPS_LAYER_DIR,
+    LAMBDA_ARCHITECTURE,
+    LAMBDA_PYTHON_VERSION,
+)
 
 # Bytecode is built for this machine's Python, not the runtime's; the stamp and the
 # requirements file are build inputs, not code.
@@ -26,6 +32,12 @@ def lambda_runtime() -> lambda_.Runtime:
     raise ValueError(f"aws-cdk-lib offers no Lambda runtime {name}")
 
 
+def lambda_architecture() -> lambda_.Architecture:
+    """The functions' and layers' instruction set (`LAMBDA_ARCHITECTURE`)."""
+    known = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
+    return known[LAMBDA_ARCHITECTURE]
+
+
 class SharedLayers(Construct):
     """`core` (layers/core/python/scheduler_core) and `deps` (built by infra.build_deps_layer)."""
 
@@ -42,7 +54,7 @@ class SharedLayers(Construct):
             "Core",
             code=lambda_.Code.from_asset(str(CORE_LAYER_DIR), exclude=PYTHON_ASSET_EXCLUDES),
             compatible_runtimes=[runtime],
-            compatible_architectures=[lambda_.Architecture.X86_64],
+            compatible_architectures=[lambda_architecture()],
             description="scheduler_core: the scheduler's domain, shared by every function",
         )
         self.deps = lambda_.LayerVersion(
@@ -50,7 +62,7 @@ class SharedLayers(Construct):
             "Deps",
             code=lambda_.Code.from_asset(str(DEPS_LAYER_DIR), exclude=DEPS_ASSET_EXCLUDES),
             compatible_runtimes=[runtime],
-            compatible_architectures=[lambda_.Architecture.X86_64],
+            compatible_architectures=[lambda_architecture()],
             description="Third-party packages of layers/deps/requirements.txt",
         )
 

@@ -265,7 +265,7 @@ def test_synth_without_the_deps_layer_tells_you_to_run_make_install(
 def test_deps_layer_is_built_from_wheels_for_the_functions_python() -> None:
     command = pip_command("/tmp/target")
     assert command[command.index("--python-version") + 1] == LAMBDA_PYTHON_VERSION
-    assert command[command.index("--platform") + 1] == "manylinux2014_x86_64"
+    assert command[command.index("--platform") + 1] == "manylinux2014_aarch64"
     assert "--only-binary=:all:" in command
 
 

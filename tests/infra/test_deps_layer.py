@@ -8,7 +8,7 @@ from infra.config import DEPS_LAYER_BUILT, LAMBDA_PYTHON_VERSION
 
 def test_the_layer_is_built_from_manylinux_wheels_for_the_lambda_python() -> None:
     command = " ".join(pip_command("/tmp/layer"))
-    assert "--platform manylinux2014_x86_64" in command
+    assert "--platform manylinux2014_aarch64" in command  # the functions run on arm64
     assert f"--python-version {LAMBDA_PYTHON_VERSION}" in command
     assert "--only-binary=:all:" in command
 
@@ -22,7 +22,7 @@ def test_the_layer_leaves_boto3_and_botocore_to_the_runtime() -> None:
 
 
 def test_binary_modules_in_the_layer_are_for_the_lambda_cpython() -> None:
-    tag = f"cpython-{LAMBDA_PYTHON_VERSION.replace('.', '')}-x86_64-linux-gnu"
+    tag = f"cpython-{LAMBDA_PYTHON_VERSION.replace('.', '')}-aarch64-linux-gnu"
     binaries = list((DEPS_LAYER_BUILT.parent / "pydantic_core").glob("*.so"))
     assert binaries
     assert all(tag in binary.name for binary in binaries)

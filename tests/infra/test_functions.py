@@ -6,7 +6,7 @@ import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 
-from infra.config import LAMBDA_PYTHON_VERSION, PRIORITIES, ConfigError, output_variable
+from infra.config import LAMBDA_ARCHITECTURE, LAMBDA_PYTHON_VERSION, PRIORITIES, ConfigError, output_variable
 from infra.function import SchedulerFunction
 from infra.keys import StackKeys
 from scheduler_core.domain.vocabulary import Priority
@@ -68,9 +68,10 @@ def test_functions_run_on_the_newest_python_runtime_cdk_offers(synthesis: Synthe
     for name in EXPECTED_ENVIRONMENT:
         properties = synthesis.function(name)["Properties"]
         assert properties["Runtime"] == newest, name
-        assert properties["Architectures"] == ["x86_64"], name
+        assert properties["Architectures"] == [LAMBDA_ARCHITECTURE] == ["arm64"], name
     for layer in synthesis.resources("AWS::Lambda::LayerVersion").values():
         assert layer["Properties"]["CompatibleRuntimes"] == [newest]
+        assert layer["Properties"]["CompatibleArchitectures"] == [LAMBDA_ARCHITECTURE]
 
 
 def test_every_function_gets_the_core_and_deps_layers(synthesis: Synthesis) -> None:

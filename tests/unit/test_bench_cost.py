@@ -177,9 +177,25 @@ def test_the_markdown_table_shows_both_totals_and_eventbridge_scheduler_beside_t
     assert "| EventBridge Scheduler, for comparison | $1.00 |" in table
 
 
-def test_arm_functions_are_refused_rather_than_priced_as_x86() -> None:
-    with pytest.raises(ValueError, match="x86"):
-        cost_model(_requests(architecture="arm64"))
+def test_arm_functions_are_priced_at_gravitons_gb_second() -> None:
+    x86 = cost_model(_requests(architecture="x86_64"))["paths"]["near"]["on_demand"]
+    arm = cost_model(_requests(architecture="arm64"))
+
+    near = arm["paths"]["near"]["on_demand"]
+    assert arm["price_list"]["lambda_architecture"] == "arm64"
+    # The same GB-seconds at $13.3334 per million where x86 is $16.6667: 20 % less.
+    assert near["lambda_gb_seconds"] == pytest.approx(x86["lambda_gb_seconds"] * 13.3334 / 16.6667)
+    assert near["lambda_gb_seconds"] > 0
+    assert near["lambda_requests"] == x86["lambda_requests"]  # the same request price
+
+
+def test_an_architecture_without_prices_or_a_mix_of_them_is_refused() -> None:
+    with pytest.raises(ValueError, match="no Lambda prices for riscv"):
+        cost_model(_requests(architecture="riscv"))
+    mixed = _requests()
+    mixed["functions"]["worker"]["architecture"] = "arm64"
+    with pytest.raises(ValueError, match="one Lambda architecture"):
+        cost_model(mixed)
 
 
 def test_a_full_batch_waits_the_lead_and_its_last_runs_offset_less_the_pickup() -> None:
