@@ -209,6 +209,7 @@ def report(world: World, expected_runs: int, jobs_created: int, wall_seconds: fl
             "modeled_claims": world.modeled_work["claim"],
             "modeled_unclaimed_sends": world.modeled_work["send"],
             "modeled_without_a_write": world.modeled_work["none"],
+            "modeled_watched_runs": world.modeled_work["watch"],
             "modeled_poller_calls": dict(world.aws.shadow_calls),
         }
         if world.fraction < 1.0

@@ -260,7 +260,7 @@ class World:
 
         capacity = self.capacity
 
-        def claim_seconds(job: Job, outcome: ClaimResult | None) -> float:
+        def claim_seconds(job: Any, outcome: Any) -> float:
             # A modeled job, as the real ones beside it go (`modeled_work`): a claim is its
             # transaction and its tenth of the batch send that carries its run (the thread
             # whose claim fills a batch sends it: `dispatch.Outbox`); while the table or its
@@ -268,7 +268,11 @@ class World:
             # each takes that many times longer (throttled and retried). A one-off sent
             # unclaimed (`one_offs_claimed_at_start`) is its share of the send alone; one
             # left in its bucket (sent already, claimed already, not tried) costs nothing.
-            kind = modeled_work(job, outcome)
+            # The watchdog's runs (`poll_watch`) are modeled as claims: a write and a send.
+            if isinstance(job, Job):
+                kind = modeled_work(job, outcome if isinstance(outcome, ClaimResult) else None)
+            else:
+                kind = "watch"
             self.modeled_work[kind] += 1
             if kind == "none":
                 return 0.0

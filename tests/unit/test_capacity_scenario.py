@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from bench.capacity.scenarios import OneOffLoad, midnight, run_one_off
+from datetime import timedelta
+
+from bench.capacity.scenarios import OneOffLoad, midnight, put_jobs, run_one_off
 from bench.capacity.world import World
+from scheduler_core.domain.entities import Run
+from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
+from scheduler_core.services.polls import ClaimResult
 
 
 def test_twenty_one_off_jobs_all_fire_once_and_on_time():
@@ -62,3 +67,40 @@ def test_a_sampled_midnight_with_one_offs_claimed_at_their_start_models_sends_no
     # each real start claims its run.
     assert calls.get("poller dynamodb.UpdateItem", 0) <= 2 * result["polls"]["polls"]
     assert calls["worker dynamodb.UpdateItem"] >= 2 * 20  # a claiming start and an end each
+
+
+def test_the_watchdogs_runs_are_modeled_as_claims_beside_the_jobs_a_poll_claims_or_sends():
+    # A poll's pool maps jobs (claims, sends) and, for its watchdog, runs: each real item's
+    # left-out peers are modeled by what it is (a run has no firing to send).
+    world = World(seed=3, fraction=0.01, context={"one_offs_claimed_at_start": True})
+    with world.running():
+        world.poller._build(world.aws.clients("poller"))
+        [runner] = world.runners
+        now = world.clock.now()
+        soon = put_jobs(
+            world,
+            [
+                (
+                    {"at": (now + timedelta(seconds=60)).isoformat()},
+                    Priority.NORMAL,
+                    now + timedelta(seconds=60),
+                )
+            ],
+        )[0]
+        run = Run(
+            run_id=f"{soon.job_id}:1",
+            job_id=soon.job_id,
+            status=RunStatus.PENDING,
+            trigger=Trigger.SCHEDULE,
+            scheduled_for=now,
+            attempt=1,
+            priority=Priority.NORMAL,
+        )
+        shadow_seconds = runner._shadow_seconds
+        assert shadow_seconds is not None
+        assert shadow_seconds(run, None) > 0
+        assert shadow_seconds(soon, None) > 0  # sent unclaimed: due within the lookahead
+        sent = ClaimResult([run], soon, sent=True)
+        assert shadow_seconds(soon, sent) > 0
+        assert shadow_seconds(soon, ClaimResult([], soon, waiting=True)) == 0.0
+    assert world.modeled_work == {"watch": 1, "send": 2, "none": 1}
