@@ -226,6 +226,18 @@ class SimulatedAws:
             shadow.append(Charge(charge.table, key, charge.units * self.shadow))
         return shadow
 
+    def _shadow_query_charges(
+        self, params: Mapping[str, Any], reply: Mapping[str, Any], charges: list[Charge]
+    ) -> list[Charge]:
+        """The left-out entries' share of a query's page: a query is billed on the size of
+        all it read together, so the full page's units less the real page's (not the real
+        page's units 1/f - 1 times over: a sampled page of one entry takes a whole unit,
+        which multiplied would bill a bucket's page thousands of units for a few hundred KB)."""
+        size = sum(item_size(item) for item in reply.get("Items", []))
+        consistent = bool(params.get("ConsistentRead"))
+        full = read_units(round(size * (1.0 + self.shadow)), consistent)
+        return [Charge(charge.table, charge.key, max(0.0, full - charge.units)) for charge in charges]
+
     def _dynamodb(
         self, label: str, operation: str, request: AWSPreparedRequest, event_name: str
     ) -> AWSResponse | None:
@@ -250,7 +262,10 @@ class SimulatedAws:
                 return _throttled(request, "ProvisionedThroughputExceededException", refusal)
             self.usage.read_units[role] += sum(charge.units for charge in charges)
             if self.shadow > 0 and role in SHADOWED_ROLES:
-                self.capacity.add_shadow_reads(self.sim.env.now, self.shadow_charges(charges))
+                shadow = self.shadow_charges(charges)
+                if operation == "Query":
+                    shadow = self._shadow_query_charges(params, json.loads(response.content), charges)
+                self.capacity.add_shadow_reads(self.sim.env.now, shadow)
         return response
 
     def _write(
