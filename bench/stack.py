@@ -94,7 +94,7 @@ class BenchStack:
             deployment = deploy(aws, assembly, STACK_NAME)
             lambda_client = aws.client("lambda")
             variables: dict[str, str] = {}
-            for logical_id in deployment.resources_of("AWS::Lambda::Function"):
+            for logical_id, resource in deployment.resources_of("AWS::Lambda::Function").items():
                 configuration = lambda_client.get_function_configuration(
                     FunctionName=deployment.physical_ids[logical_id]
                 )
@@ -107,7 +107,8 @@ class BenchStack:
                 self.functions[short_name] = DeployedFunction(
                     name=short_name,
                     memory_mb=int(configuration["MemorySize"]),
-                    architecture=(configuration.get("Architectures") or ["x86_64"])[0],
+                    # From the template: moto's CloudFormation leaves `Architectures` out.
+                    architecture=(resource["Properties"].get("Architectures") or ["x86_64"])[0],
                     log_level=environment_variables.get("POWERTOOLS_LOG_LEVEL", "INFO"),
                     service_name=environment_variables.get("POWERTOOLS_SERVICE_NAME", "service_undefined"),
                     metrics_namespace=environment_variables.get("POWERTOOLS_METRICS_NAMESPACE", ""),
