@@ -137,6 +137,7 @@ class SimulatedAws:
         self._items = _MotoItems(self._plain.describe_table)
         self._meter = WriteMeter(self._items)
         self._send_listeners: dict[str, list[Callable[[], None]]] = {}
+        self._replies: dict[int, Any] = {}  # a read's parsed answer, by its response's id
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -198,7 +199,8 @@ class SimulatedAws:
             and response.status_code == 200
         ):
             # The full bucket's index pages (1 MB each) beyond this one.
-            entries = json.loads(response.content).get("Items", [])
+            reply = self._replies.pop(id(response), None)
+            entries = (reply if reply is not None else json.loads(response.content)).get("Items", [])
             if entries:
                 per_page = QUERY_PAGE_BYTES / (sum(item_size(e) for e in entries) / len(entries))
                 self._shadow_calls(service, operation, len(entries) * (1.0 + self.shadow) / per_page - 1.0)
@@ -255,7 +257,10 @@ class SimulatedAws:
             return response
         response = botocore_stubber(event_name, request)
         if operation in _READS and response is not None and response.status_code == 200:
-            charges = self._read_charges(operation, params, json.loads(response.content))
+            reply = json.loads(response.content)
+            if operation == "Query" and role == "poller" and self.shadow > 0:
+                self._replies[id(response)] = reply  # `_send` reads the page again, at once
+            charges = self._read_charges(operation, params, reply)
             refusal = self.capacity.admit_read(self.sim.env.now, charges)
             if refusal is not None:
                 self.usage.throttled[label] += 1
@@ -264,7 +269,7 @@ class SimulatedAws:
             if self.shadow > 0 and role in SHADOWED_ROLES:
                 shadow = self.shadow_charges(charges)
                 if operation == "Query":
-                    shadow = self._shadow_query_charges(params, json.loads(response.content), charges)
+                    shadow = self._shadow_query_charges(params, reply, charges)
                 self.capacity.add_shadow_reads(self.sim.env.now, shadow)
         return response
 

@@ -229,8 +229,13 @@ class LeftOutWrites:
         for (firing_ms, kept), records in cohorts.items():
             if not kept:
                 continue
-            for n in range(records):
-                by_key[keys.due_pk(firing_ms, (offset + n) % self.shards)] += LEFT_OUT_ENTRY_UNITS
+            # Round robin from `offset`: each shard takes records // shards, the first
+            # records % shards one more.
+            each, more = divmod(records, self.shards)
+            for n in range(min(records, self.shards)):
+                units = (each + (1 if n < more else 0)) * LEFT_OUT_ENTRY_UNITS
+                by_key[keys.due_pk(firing_ms, (offset + n) % self.shards)] += units
+            offset += records
         charges += [Charge(f"{self.table}/due", key, units) for key, units in by_key.items()]
         return charges
 
