@@ -111,12 +111,13 @@ chaos: install
 # A short try: make capacity CAPACITY_ARGS='--scenario validate --scale 0.1'
 # midnight and steady are sampled (a fraction of the jobs run for real, the rest as shadow
 # load: bench/capacity/scenarios.py); CAPACITY_ARGS='--fraction 0.001' samples more.
+# Under 10 minutes here; CAPACITY_ARGS='--scenario midnight-warm' runs the pre-warmed midnight.
 CAPACITY_ARGS ?=
 .PHONY: capacity
 capacity: install
 	$(PY) -m bench.capacity $(CAPACITY_ARGS)
 
-# 10,000,000 one-offs due over one minute, sampled, tuned settings (about 13 minutes).
+# 10,000,000 one-offs due over one minute, sampled, tuned settings (about 14 minutes).
 .PHONY: capacity-burst
 capacity-burst: install
 	$(PY) -m bench.capacity --scenario burst-10m-tuned --output bench-results/capacity-burst.json

@@ -467,7 +467,7 @@ def _sampled_count(total: int, fraction: float) -> int:
 
 MIDNIGHT_JOBS = 1_000_000
 MIDNIGHT_DUE_SECOND = 180  # virtual seconds: 00:03:00 of the simulated day
-MIDNIGHT_FRACTION = 0.0004
+MIDNIGHT_FRACTION = 0.0002  # 200 of the 1,000,000 run for real
 # The on-demand table's (and each index's) previous peak, an assumption: a table that has
 # served ~1,700 runs a second spread evenly (~12 write units each) has peaked near 20,000
 # WCU/s, more than 30 minutes ago, and so serves 40,000 at once; a peak the scenario makes
@@ -582,7 +582,7 @@ def _one_off_burst(
 STEADY_RUNS_PER_MINUTE = 100_000
 STEADY_MINUTES = 10
 STEADY_FIRST_SECOND = 120  # virtual seconds: the first minute of the load
-STEADY_FRACTION = 0.0004
+STEADY_FRACTION = 0.0002
 # The on-demand table's (and each index's) previous peak under the steady load, an
 # assumption: a table that has run this load for more than half an hour has served its
 # seconds at :00, when the 50,000 cron runs start and end and the next minute's claims land:
