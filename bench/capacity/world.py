@@ -42,7 +42,7 @@ from scheduler_core.services.dispatch import SEND_BATCH, Dispatcher
 from scheduler_core.services.execution import RunExecutor
 from scheduler_core.services.jobs import JobService
 from scheduler_core.services.polls import ClaimResult
-from scheduler_core.services.unclaimed_sends import SEND_MARGIN, claimable_by_start
+from scheduler_core.services.unclaimed_sends import Send, SendWindow, send_decision
 from scheduler_core.settings import Settings
 
 START = datetime(2030, 1, 1, tzinfo=UTC)  # virtual time 0
@@ -291,11 +291,13 @@ class World:
             if outcome is None:
                 if job.next_fire_at is None:
                     return "none"  # claimed already: its entry waits for its run's end
+                if not settings.one_offs_claimed_at_start:
+                    return "claim"
                 now = clock.now()
-                if settings.one_offs_claimed_at_start and claimable_by_start(job) and job.next_fire_at >= now:
-                    horizon = now + timedelta(seconds=settings.lookahead_seconds)
-                    return "send" if job.next_fire_at < horizon - SEND_MARGIN else "none"
-                return "claim"
+                window = SendWindow.of_poll(None, now + timedelta(seconds=settings.lookahead_seconds))
+                resend_after = timedelta(seconds=settings.resend_after_seconds)
+                decision = send_decision(job, now, window, resend_after)
+                return {Send.SEND: "send", Send.WAIT: "none"}.get(decision, "claim")
             if outcome.sent:
                 return "send"
             if outcome.runs or outcome.contended or outcome.skipped:
