@@ -145,6 +145,33 @@ def test_a_poll_reads_no_run_whose_timer_is_not_up(
         events.unregister("provide-client-params.dynamodb.BatchGetItem", count_reads)
 
 
+def test_a_poll_reads_its_buckets_items_eventually_consistent_and_the_worker_strongly(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Half the read units: every decision a poll takes on an item it read is a write
+    conditioned on it as read (see `DueIndexTable._due_page`). The worker, which starts a run
+    on what it read, reads strongly."""
+    fire_at = clock.now().replace(second=0, microsecond=0) + timedelta(minutes=5)
+    cloud.create(cron_job(receiver, f"{fire_at.minute} {fire_at.hour} * * *", name="daily"))
+    reads: list[bool] = []
+
+    def note_consistency(params: dict[str, Any], **_: Any) -> None:
+        reads.extend(bool(table.get("ConsistentRead")) for table in params["RequestItems"].values())
+
+    events = cloud.clients.dynamodb().meta.events
+    events.register("provide-client-params.dynamodb.BatchGetItem", note_consistency)
+    try:
+        clock.move_to(fire_at - timedelta(seconds=90))
+        assert sum(len(report.claimed) for report in cloud.poll()) == 1
+        assert reads and not any(reads)  # the poll: eventually consistent
+        reads.clear()
+        clock.move_to(fire_at)
+        assert cloud.deliver() == 1
+        assert reads and all(reads)  # the worker: strongly
+    finally:
+        events.unregister("provide-client-params.dynamodb.BatchGetItem", note_consistency)
+
+
 def test_a_one_offs_run_kept_on_its_job_holds_the_firings_bucket_until_it_ends(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:

@@ -64,9 +64,9 @@ class DueIndexTable(TransactionalWrites):
         big bucket before it has read the last; from the start, or after the page a
         `resume_after` names. With `runs_until_ms`, runs only up to then, the later ones
         counted (`later_runs`), not read. The index holds keys only (a run's key says it is a
-        run): each page's items are then read (strongly consistent, in batches), and one that
-        moved on since the index saw it (claimed, finished, its timer moved) is left out.
-        Every write that follows still re-checks the item it read. Throttling raises
+        run): each page's items are then read (in batches, eventually consistent: see
+        `_due_page`), and one that moved on since the index saw it (claimed, finished, its
+        timer moved) is left out. Every write that follows still re-checks the item it read. Throttling raises
         StoreContention, from the page it met it on; a resume point not of this bucket,
         CursorNotValid."""
         bucket = keys.due_pk(bucket_ms, shard)
@@ -113,10 +113,18 @@ class DueIndexTable(TransactionalWrites):
     ) -> DueItems:
         """The items of a page of index entries. A job's item with a firing is the job; one
         without, that keeps a run (`Run.with_job`), is that run, counted in `later_runs` if
-        its timer is after `runs_until_ms` (its entry stays at the firing until it ends)."""
+        its timer is after `runs_until_ms` (its entry stays at the firing until it ends).
+
+        Read eventually consistent, half the read units of a strong read: an item read may be
+        up to about a second old, never newer, and a poll acts on none without a write
+        conditioned on it as read (a claim on its version, a send on the version its start is
+        conditioned on, the watchdog on the run's state), so an old one costs a refused write
+        at most. Older means more left to do (a bucket is not drained for it) or, for an item
+        written in that second, not seen yet: the index's own lag (a job made or moved within
+        the lookahead is claimed by its own write; docs/architecture.md, "Poll")."""
         items = [
             item
-            for item in self._items_of(entries)
+            for item in self._items_of(entries, consistent=False)
             if item is not None
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms

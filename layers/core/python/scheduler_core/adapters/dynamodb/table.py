@@ -263,14 +263,14 @@ class TableAdapter:
         return run
 
     def _items_of(
-        self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = ()
+        self, entries: Sequence[Mapping[str, Any]], attributes: Sequence[str] = (), consistent: bool = True
     ) -> list[dict[str, Any] | None]:
-        """The items of index entries (only `attributes` of them, if given), in their order;
-        None where the item is gone. An entry given twice is read once (BatchGetItem refuses
-        a key twice)."""
+        """The items of index entries (only `attributes` of them, if given; strongly
+        consistent unless not `consistent`), in their order; None where the item is gone. An
+        entry given twice is read once (BatchGetItem refuses a key twice)."""
         unique = {(entry["pk"]["S"], entry["sk"]["S"]): entry for entry in entries}
         found = self._get_items(
-            [{"pk": entry["pk"], "sk": entry["sk"]} for entry in unique.values()], attributes
+            [{"pk": entry["pk"], "sk": entry["sk"]} for entry in unique.values()], attributes, consistent
         )
         return [found.get((entry["pk"]["S"], entry["sk"]["S"])) for entry in entries]
 
