@@ -161,18 +161,19 @@ class TaskRunner:
     on another thread would take no virtual time and go uncounted).
 
     Sampled load (`shadow_per_item` > 0, see `scenarios`): before each real item, the pool
-    also takes `shadow_per_item` modeled items (fractions carried over), each occupying a
-    worker for one draw of `shadow_seconds(item, outcome)` (`item`: the real one they stand
-    beside; `outcome`: what the real item that finished last in this map returned, None
-    before any did or if it raised): the claims of the jobs the sample leaves out, so the real
-    items finish when they would in the full bucket."""
+    also takes `shadow_per_item` modeled items (fractions carried over), a worker taking a
+    share of them for `shadow_seconds(item, outcome, count)`, the time of `count` such
+    items one after the other (`item`: the real one they stand beside; `outcome`: what the
+    real item that finished last in this map returned, None before any did or if it raised):
+    the claims of the jobs the sample leaves out, so the real items finish when they would
+    in the full bucket. (One call a share, not an item: a sampled poll models millions.)"""
 
     def __init__(
         self,
         sim: Sim,
         workers: int,
         shadow_per_item: float = 0.0,
-        shadow_seconds: Callable[[Any, Any], float] | None = None,
+        shadow_seconds: Callable[[Any, Any, int], float] | None = None,
     ) -> None:
         self._sim = sim
         self._workers = max(1, workers)
@@ -211,7 +212,7 @@ class TaskRunner:
                     units.appendleft((share - count, item))
                 assert self._shadow_seconds is not None
                 self.shadow_items += share
-                self._sim.sleep(sum(self._shadow_seconds(item, last[0]) for _ in range(share)))
+                self._sim.sleep(self._shadow_seconds(item, last[0], share))
 
         # As many workers as there are items, real and modeled (a run of n modeled items is n).
         pending = sum(1 if position >= 0 else -position for position, _ in units)

@@ -211,7 +211,8 @@ class CapacityModel:
         """The most any of `tables` was offered of its write limit in the last whole second."""
         return max((self.writes.load(table, int(now_seconds)) for table in tables), default=0.0)
 
-    def assume_previous_peak(self, wcu: dict[str, float]) -> None:
+    def assume_previous_peak(self, wcu: dict[str, float], rcu: dict[str, float] | None = None) -> None:
         """An on-demand table (or index) that already served `wcu[table]` write units a
-        second: it serves up to double that at once."""
+        second (`rcu[table]` read units): it serves up to double that at once."""
         self.writes.table_peaks.update(wcu)
+        self.reads.table_peaks.update(rcu or {})

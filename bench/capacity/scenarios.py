@@ -488,14 +488,18 @@ def midnight(
     claim_parallelism: int | None = None,
     warm_wcu: float | None = None,
     context: Mapping[str, Any] | None = None,
+    warm_rcu: float | None = None,
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
-    `warm_wcu`: the table and its indexes pre-warmed to serve that many write units a second
-    at once (context `table_capacity.warm.write`); else they serve double PREVIOUS_PEAK_WCU.
+    `warm_wcu`, `warm_rcu`: the table and its indexes pre-warmed to serve that many write
+    (read) units a second at once (context `table_capacity.warm`); else they serve double
+    PREVIOUS_PEAK_WCU, and the 12,000 read units of a new table.
     `context`: a deploy's context over cdk.json's (shards, claims, the mappings' batches...)."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
-    burst = _one_off_burst("midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, context)
+    burst = _one_off_burst(
+        "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, context, warm_rcu
+    )
     return burst | {"goal": {"fired_within_seconds": 60, "runs_per_second_needed": round(total / 60.0)}}
 
 
@@ -527,6 +531,7 @@ def _one_off_burst(
     claim_parallelism: int | None,
     warm_wcu: float | None = None,
     context: Mapping[str, Any] | None = None,
+    warm_rcu: float | None = None,
 ) -> dict[str, Any]:
     """`total` one-offs due evenly over `spread_seconds` from virtual second
     MIDNIGHT_DUE_SECOND (all in that second when 0), created days before."""
@@ -541,6 +546,7 @@ def _one_off_burst(
         claim_parallelism=claim_parallelism,
         fraction=f,
         previous_peak_wcu=previous_peak,
+        previous_peak_rcu=warm_rcu / 2 if warm_rcu else 0.0,
         context=context,
     )
     due = world.sim.start + timedelta(seconds=MIDNIGHT_DUE_SECOND)
@@ -570,6 +576,7 @@ def _one_off_burst(
         "assumptions": {
             "table_previous_peak_wcu": previous_peak,
             "table_warm_wcu": warm_wcu,
+            "table_warm_rcu": warm_rcu,
             "why": "on-demand serves double its previous peak at once; 20,000 WCU/s is a table "
             "that has run the steady scenario's load (a new table: 4,000); pre-warmed, it serves "
             "its warm throughput",

@@ -27,6 +27,7 @@ from bench.capacity.lambdas import (
     ScalingMode,
 )
 from bench.capacity.latency import TARGET_CALL_SECONDS, LatencyModel
+from bench.capacity.moto_queries import queries_read_their_key_only
 from bench.capacity.partitions import CapacityModel
 from bench.common import metrics_namespace
 from infra.config import QueueCapacity, cdk_json_context, parse_queue_capacity
@@ -156,10 +157,12 @@ class World:
         claim_parallelism: int | None = None,
         fraction: float = 1.0,
         previous_peak_wcu: float = 0.0,
+        previous_peak_rcu: float = 0.0,
     ) -> None:
         """`fraction`: the share of the scenario's jobs run by the production code; the
-        rest is shadow load (`scenarios`). `previous_peak_wcu`: the write units a second the
-        on-demand table and its indexes have served before (they serve double at once)."""
+        rest is shadow load (`scenarios`). `previous_peak_wcu`, `previous_peak_rcu`: the write
+        and read units a second the on-demand table and its indexes have served before (they
+        serve double at once; 0: as new tables do)."""
         self.defaults = defaults or StackDefaults.from_cdk_json(context)
         self.shards = shards or self.defaults.shards
         self.claim_parallelism = claim_parallelism or self.defaults.claim_parallelism
@@ -169,10 +172,11 @@ class World:
         self.clock = SimClock(self.sim)
         self.latency = LatencyModel(seed, latency_factor)
         self.capacity = CapacityModel()
-        if previous_peak_wcu:
-            self.capacity.assume_previous_peak(
-                {table: previous_peak_wcu for table in ("jobs", "jobs/due", "jobs/by_tenant")}
-            )
+        tables = ("jobs", "jobs/due", "jobs/by_tenant")
+        self.capacity.assume_previous_peak(
+            {table: previous_peak_wcu for table in tables if previous_peak_wcu},
+            {table: previous_peak_rcu for table in tables if previous_peak_rcu},
+        )
         self.account = Account(account_concurrency)
         self.mode = mode
         self.arrivals = Arrivals()
@@ -187,12 +191,14 @@ class World:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[World]:
-        """moto, virtual sleeps, SQS in virtual time, the fake target and a quiet logger."""
+        """moto (its queries sped up), virtual sleeps, SQS in virtual time, the fake target and a
+        quiet logger."""
         with contextlib.ExitStack() as stack:
             stack.enter_context(mock_aws())
             stack.callback(roll_back_items_not_tables())  # moto deep-copies whole tables otherwise
             stack.enter_context(virtual_sleep(self.sim))
             stack.enter_context(sqs_in_virtual_time(self.sim))
+            stack.enter_context(queries_read_their_key_only())
             stack.enter_context(self._target_answers())
             stack.enter_context(self._quiet_functions())
             self.aws = SimulatedAws(self.sim, self.latency, self.capacity, self.fraction)
@@ -260,8 +266,9 @@ class World:
 
         capacity = self.capacity
 
-        def claim_seconds(job: Any, outcome: Any) -> float:
-            # A modeled job, as the real ones beside it go (`modeled_work`): a claim is its
+        def claim_seconds(job: Any, outcome: Any, count: int) -> float:
+            # `count` modeled jobs one after the other, as the real ones beside them go
+            # (`modeled_work`, decided once for them all; a latency drawn for each): a claim is its
             # transaction and its tenth of the batch send that carries its run (the thread
             # whose claim fills a batch sends it: `dispatch.Outbox`); while the table or its
             # due index was offered more than it serves, claims go no faster than it serves:
@@ -273,14 +280,15 @@ class World:
                 kind = modeled_work(job, outcome if isinstance(outcome, ClaimResult) else None)
             else:
                 kind = "watch"
-            self.modeled_work[kind] += 1
+            self.modeled_work[kind] += count
             if kind == "none":
                 return 0.0
-            send = latency.call("sqs", "SendMessageBatch") / SEND_BATCH
+            sends = sum(latency.call("sqs", "SendMessageBatch") for _ in range(count)) / SEND_BATCH
             if kind == "send":
-                return send
+                return sends
             load = capacity.write_load(sim.env.now, ("jobs", "jobs/due"))
-            return (latency.call("dynamodb", "TransactWriteItems") + send) * max(1.0, load)
+            claims = sum(latency.call("dynamodb", "TransactWriteItems") for _ in range(count))
+            return (claims + sends) * max(1.0, load)
 
         def modeled_work(job: Job, outcome: ClaimResult | None) -> str:
             """What a left-out job beside `job` costs a poll: "claim", "send" or "none". As

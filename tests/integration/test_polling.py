@@ -163,11 +163,13 @@ def test_a_poll_reads_its_buckets_items_eventually_consistent_and_the_worker_str
     try:
         clock.move_to(fire_at - timedelta(seconds=90))
         assert sum(len(report.claimed) for report in cloud.poll()) == 1
-        assert reads and not any(reads)  # the poll: eventually consistent
+        assert reads
+        assert not any(reads)  # the poll: eventually consistent
         reads.clear()
         clock.move_to(fire_at)
         assert cloud.deliver() == 1
-        assert reads and all(reads)  # the worker: strongly
+        assert reads
+        assert all(reads)  # the worker: strongly
     finally:
         events.unregister("provide-client-params.dynamodb.BatchGetItem", note_consistency)
 

@@ -126,7 +126,9 @@ def test_a_task_runner_is_a_pool_each_worker_taking_the_next_item_when_free():
 
 def test_modeled_items_take_the_pool_before_each_real_one():
     sim = Sim(START)
-    runner = TaskRunner(sim, workers=2, shadow_per_item=3.0, shadow_seconds=lambda _item, _outcome: 1.0)
+    runner = TaskRunner(
+        sim, workers=2, shadow_per_item=3.0, shadow_seconds=lambda _item, _outcome, count: 1.0 * count
+    )
     done: list[float] = []
 
     def work(item: str) -> str:

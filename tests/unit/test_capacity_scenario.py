@@ -98,9 +98,9 @@ def test_the_watchdogs_runs_are_modeled_as_claims_beside_the_jobs_a_poll_claims_
         )
         shadow_seconds = runner._shadow_seconds
         assert shadow_seconds is not None
-        assert shadow_seconds(run, None) > 0
-        assert shadow_seconds(soon, None) > 0  # sent unclaimed: due within the lookahead
+        assert shadow_seconds(run, None, 1) > 0
+        assert shadow_seconds(soon, None, 1) > 0  # sent unclaimed: due within the lookahead
         sent = ClaimResult([run], soon, sent=True)
-        assert shadow_seconds(soon, sent) > 0
-        assert shadow_seconds(soon, ClaimResult([], soon, waiting=True)) == 0.0
+        assert shadow_seconds(soon, sent, 1) > 0
+        assert shadow_seconds(soon, ClaimResult([], soon, waiting=True), 1) == 0.0
     assert world.modeled_work == {"watch": 1, "send": 2, "none": 1}
