@@ -62,6 +62,7 @@ from typing import Any
 from bench.capacity.lambdas import STANDARD_SCALED_UP
 from bench.capacity.world import TARGET_URL, World, poll_summary
 from bench.report import percentile
+from infra.config import parse_table_capacity
 from scheduler_core.composition import build_store
 from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate
@@ -492,11 +493,15 @@ def midnight(
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
     `warm_wcu`, `warm_rcu`: the table and its indexes pre-warmed to serve that many write
-    (read) units a second at once (context `table_capacity.warm`); else they serve double
+    (read) units a second at once (given, or `context`'s `table_capacity.warm`); else they serve double
     PREVIOUS_PEAK_WCU, and the 12,000 read units of a new table.
     `context`: a deploy's context over cdk.json's (shards, claims, the mappings' batches...)."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
+    if context and "table_capacity" in context:  # the deploy's own warm throughput
+        capacity = parse_table_capacity(context["table_capacity"])
+        warm_wcu = warm_wcu or capacity.warm_write
+        warm_rcu = warm_rcu or capacity.warm_read
     burst = _one_off_burst(
         "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, context, warm_rcu
     )
