@@ -14,6 +14,7 @@ from infra.build_deps_layer import pip_command
 from infra.config import (
     HIGH_VOLUME_CONTEXT,
     LAMBDA_PYTHON_VERSION,
+    MILLION_A_SECOND_CONTEXT,
     REPO_ROOT,
     ConfigError,
     SchedulerConfig,
@@ -222,6 +223,19 @@ def test_table_capacity_errors_say_what_to_write() -> None:
     warmed = _config(table_capacity={"mode": "ON_DEMAND", "warm": {"write": 100_000}}).table_capacity
     assert (warmed.warm_read, warmed.warm_write) == (None, 100_000)
     assert (provisioned.table_capacity.write_min, provisioned.table_capacity.write_max) == (3, 4)
+
+
+def test_the_million_a_second_context_is_valid_and_is_the_command_deploy_gives() -> None:
+    """What Deploy tells a user to set before a million one-offs due in one second, which the
+    capacity simulation's midnight-warm runs (`bench.capacity.scenarios.midnight`)."""
+    capacity = _config(**HIGH_VOLUME_CONTEXT | MILLION_A_SECOND_CONTEXT).table_capacity
+    assert not capacity.provisioned
+    assert (capacity.warm_read, capacity.warm_write) == (25_000, 100_000)
+    guide = (REPO_ROOT / "docs/operations/deploy.md").read_text()
+    command = guide[guide.index('npx aws-cdk@2 deploy -c table_capacity=\'{"mode": "ON_DEMAND"') :]
+    command = command[: command.index("```")]
+    given = dict(re.findall(r"-c (\w+)=('[^']*'|\S+)", command))
+    assert {key: json.loads(value.strip("'")) for key, value in given.items()} == MILLION_A_SECOND_CONTEXT
 
 
 def test_a_declared_target_rate_checks_the_shards_it_needs() -> None:

@@ -152,6 +152,10 @@ def test_a_table_that_peaked_before_serves_double_that_at_once():
     capacity.assume_previous_peak({"jobs": 20_000.0})
     assert capacity.admit_write(0.0, [Charge("jobs", f"k{i}", 900.0) for i in range(44)]) is None
     assert capacity.admit_write(0.0, [Charge("jobs", "k99", 500.0)]) is not None
+    # Reads as a new table's (12,000 a second) unless a read peak is given too.
+    assert capacity.admit_read(0.0, [Charge("jobs", f"k{i}", 2_900.0) for i in range(5)]) is not None
+    capacity.assume_previous_peak({}, {"jobs": 10_000.0})
+    assert capacity.admit_read(0.0, [Charge("jobs", f"k{i}", 2_900.0) for i in range(6)]) is None
 
 
 def test_a_sampled_write_s_shadow_is_spread_over_the_time_since_the_last_on_its_key():

@@ -69,6 +69,15 @@ def test_a_sampled_midnight_with_one_offs_claimed_at_their_start_models_sends_no
     assert calls["worker dynamodb.UpdateItem"] >= 2 * 20  # a claiming start and an end each
 
 
+def test_a_midnight_on_a_pre_warmed_table_takes_the_warm_throughput_from_the_deploys_context():
+    context = {"table_capacity": {"mode": "ON_DEMAND", "warm": {"read": 30_000, "write": 90_000}}}
+    result = midnight(scale=0.004, fraction=0.005, context=context)
+    assert result["runs_fired"] == 20
+    assert result["assumptions"]["table_warm_rcu"] == 30_000
+    assert result["assumptions"]["table_warm_wcu"] == 90_000
+    assert result["assumptions"]["table_previous_peak_wcu"] == 45_000  # it serves double
+
+
 def test_the_watchdogs_runs_are_modeled_as_claims_beside_the_jobs_a_poll_claims_or_sends():
     # A poll's pool maps jobs (claims, sends) and, for its watchdog, runs: each real item's
     # left-out peers are modeled by what it is (a run has no firing to send).
