@@ -2,14 +2,15 @@
 
 moto 5 answers a `Query` by sorting every item of the table (DynamoType comparisons, each
 casting its values) and then testing each against the partition key: a poll's query of
-one due bucket reads the whole table twice over. In the capacity simulation that was most
-of `make capacity`'s wall time (2026-11-27, profiled: the sort and the comparisons' casts
-were the largest cost after the simulation's own modeling). Here, for the length of the
-context, a query's `all_items` holds only the items of the key it asks for (the table's
-partition key, or every hash key attribute of the index), compared on their raw values,
-unsorted: moto sorts its candidates itself afterwards (a base-table query by range key,
-an index query by the index's keys and then the table's), so the answer and its order are
-moto's own. Scans and every other caller of `all_items` are left as they are.
+one due bucket reads the whole table twice over. In the capacity simulation (2026-11-27,
+profiled) the sort and the comparisons' casts were the largest cost after the simulation's
+own modeling. Here, for the length of the context, a query's `all_items` holds only the
+items of the key it asks for (the table's partition key, or every hash key attribute of the
+index; string keys, compared on their raw values: any other query goes moto's own way),
+unsorted: moto sorts its candidates itself afterwards (a base-table query by range key, an
+index query by the index's keys and then the table's), so the answer and its order are
+moto's own. Scans and every other caller of `all_items` are left as they are. The simulation
+runs its tasks on one thread (greenlets), so one cell holds the query under way.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def queries_read_their_key_only() -> Iterator[None]:
             pairs = list(conditions) if conditions else [(index_hash[0], hash_key)]
         else:
             pairs = [(self.hash_key_attr, hash_key)]
-        wanted[0] = pairs
+        # Raw values compare as moto does for strings (the keys this project queries by);
+        # anything else (a number, whose "1" is "1.0"; no key at all) goes moto's own way.
+        strings = all(isinstance(value, DynamoType) and value.type == "S" for _, value in pairs)
+        wanted[0] = pairs if strings else _NOT_IN_QUERY
         try:
             return original_query(self, hash_key, *args, **kwargs)
         finally:

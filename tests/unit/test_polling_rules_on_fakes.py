@@ -17,7 +17,7 @@ big bucket is read and claimed a page of the index at a time)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from scheduler_core.domain.outcomes import Outcome
 from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.poll_ports import PollResume, Watermark
 from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT, Dispatcher
-from scheduler_core.services.parallel import Runner
+from scheduler_core.services.parallel import InOrder, Runner
 from scheduler_core.services.polls import PollReport
 from tests.support.builders import T0
 from tests.support.fakes import POLL_POLICY, Deliveries, FakeWorld, fake_world
@@ -298,6 +298,54 @@ def test_a_poll_that_claims_a_firing_after_its_time_keeps_its_bucket_for_the_nex
     report = world.dispatcher.poll_shard(shard)
     assert [run.scheduled_for for run in report.claimed] == [fire_at]
     assert report.watermark_ms == keys.bucket_of(to_ms(fire_at))  # not the grace's 09:11
+
+
+class _StaleBucket:
+    """The store as a poll sees it when its read of one bucket is older than a write made
+    since (the DynamoDB poll reads its items eventually consistent: `_due_page`)."""
+
+    def __init__(self, store: Any, bucket_ms: int, pages: list[Any]) -> None:
+        self._store, self._bucket_ms, self._pages = store, bucket_ms, pages
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def due_pages(
+        self, shard: int, bucket_ms: int, until_ms: int, *args: Any, **kwargs: Any
+    ) -> Iterator[Any]:
+        if bucket_ms == self._bucket_ms:
+            return iter(self._pages)
+        pages: Iterator[Any] = self._store.due_pages(shard, bucket_ms, until_ms, *args, **kwargs)
+        return pages
+
+
+def test_a_poll_that_loses_a_race_on_an_old_read_keeps_the_bucket_for_the_next(world: FakeWorld) -> None:
+    """Two polls of a shard after an outage: the first claims a one-off late (its run to be
+    watched from the firing's bucket); the second read the job before that claim, and its own
+    claim is refused. The second does not take the refusal for a drained bucket: the next
+    poll reads the bucket as it is now, the kept run's timer in it."""
+    fire_at = T0 + timedelta(minutes=10)
+    job = create(world, {"at": iso(fire_at)}, name="once")
+    shard = keys.shard_for(job.job_id, SHARDS)
+    bucket = keys.bucket_of(to_ms(fire_at))
+    world.clock.set(fire_at + timedelta(seconds=210))  # no poll until now: 3.5 minutes late
+    now = world.clock.now()
+    old_read = list(world.store.due_pages(shard, bucket, to_ms(now + POLL_POLICY.lookahead)))
+    first = world.dispatcher.poll_shard(shard)
+    assert [run.scheduled_for for run in first.claimed] == [fire_at]
+    second_poller = Dispatcher(
+        _StaleBucket(world.store, bucket, old_read),
+        world.queue,
+        world.clock,
+        POLL_POLICY,
+        world.lifecycle,
+        InOrder(),
+        workflows=world.workflows,
+    )
+    second = second_poller.poll_shard(shard)
+    assert (second.claimed, second.lost_races) == ([], 1)
+    assert second.watermark_ms is not None
+    assert second.watermark_ms <= bucket  # not past the bucket that holds the kept run
 
 
 def test_a_poll_out_of_time_before_the_bucket_it_was_to_resume_in_keeps_the_point(world: FakeWorld) -> None:

@@ -372,7 +372,11 @@ class Dispatcher:
                 report.sent += result.runs
                 continue
             elif not result.runs:
+                # Written since it was read (the poll's read may be a second old: `_due_page`);
+                # what it is now, a kept run to watch from this bucket among others, the next
+                # poll reads: not drained.
                 report.lost_races += 1
+                drained = False
             if result is not None and any(run.scheduled_for < now for run in result.runs):
                 # A firing claimed after its time: its run may be watched from this bucket (the
                 # store may leave the job's index entry there), which a later poll reads again

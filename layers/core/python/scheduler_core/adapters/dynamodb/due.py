@@ -118,10 +118,14 @@ class DueIndexTable(TransactionalWrites):
         Read eventually consistent, half the read units of a strong read: an item read may be
         up to about a second old, never newer, and a poll acts on none without a write
         conditioned on it as read (a claim on its version, a send on the version its start is
-        conditioned on, the watchdog on the run's state), so an old one costs a refused write
-        at most. Older means more left to do (a bucket is not drained for it) or, for an item
-        written in that second, not seen yet: the index's own lag (a job made or moved within
-        the lookahead is claimed by its own write; docs/architecture.md, "Poll")."""
+        conditioned on, the watchdog on the run's state). An old one costs a refused write,
+        and the refusal keeps its bucket for the next poll, which reads the item as it is now
+        (`Dispatcher`: a lost race is not a drained bucket). Older means more left to do, or,
+        for an item written in that second, not seen yet: the index's own lag (a job made or
+        moved within the lookahead is claimed by its own write; docs/architecture.md,
+        "Poll"). The watchdog sends a last attempt's dead-letter record before its write, so
+        a run that ended or beat its heart in that second can leave a record for nothing
+        (`make redrive` drops it: docs/operations/redrive.md)."""
         items = [
             item
             for item in self._items_of(entries, consistent=False)
