@@ -66,9 +66,9 @@ class DueIndexTable(TransactionalWrites):
         counted (`later_runs`), not read. The index holds keys only (a run's key says it is a
         run): each page's items are then read (in batches, eventually consistent: see
         `_due_page`), and one that moved on since the index saw it (claimed, finished, its
-        timer moved) is left out. Every write that follows still re-checks the item it read. Throttling raises
-        StoreContention, from the page it met it on; a resume point not of this bucket,
-        CursorNotValid."""
+        timer moved) is left out. Every write that follows still re-checks the item it read.
+        Throttling raises StoreContention, from the page it met it on; a resume point not of
+        this bucket, CursorNotValid."""
         bucket = keys.due_pk(bucket_ms, shard)
         query: dict[str, Any] = {
             "TableName": self._table,
