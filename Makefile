@@ -117,7 +117,7 @@ CAPACITY_ARGS ?=
 capacity: install
 	$(PY) -m bench.capacity $(CAPACITY_ARGS)
 
-# 10,000,000 one-offs due over one minute, sampled, tuned settings (about 14 minutes).
+# 10,000,000 one-offs due over one minute, sampled, tuned settings (about 8 minutes).
 .PHONY: capacity-burst
 capacity-burst: install
 	$(PY) -m bench.capacity --scenario burst-10m-tuned --output bench-results/capacity-burst.json

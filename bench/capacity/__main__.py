@@ -36,7 +36,7 @@ SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
     # already short of midnight's tenth of that).
     "burst-10m-tuned": partial(burst_10m, **TUNED | {"fraction": 0.00002}),
 }
-# `--scenario all`: every scenario but burst-10m, which alone takes about 14 minutes here (15
+# `--scenario all`: every scenario but burst-10m, which alone takes about 8 minutes here (14
 # of virtual time with the table throttling its writes): `make capacity-burst` runs it.
 EXTRA = ("burst-10m-tuned",)
 ALL = [name for name in SCENARIOS if name not in EXTRA]
@@ -49,7 +49,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--scenario",
         choices=[*SCENARIOS, "all"],
         default="all",
-        help="which scenario to run (default: all, which leaves out burst-10m-tuned, about 14 minutes alone)",
+        help="which scenario to run (default: all, which leaves out burst-10m-tuned, about 8 minutes alone)",
     )
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the scenario's job count (1.0)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the latency draws (1)")
