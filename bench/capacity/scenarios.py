@@ -487,21 +487,19 @@ def midnight(
     fraction: float | None = None,
     shards: int | None = None,
     claim_parallelism: int | None = None,
-    warm_wcu: float | None = None,
     context: Mapping[str, Any] | None = None,
-    warm_rcu: float | None = None,
 ) -> dict[str, Any]:
     """1,000,000 one-offs (times `scale`) due in the same second, a fraction f run for real.
-    `warm_wcu`, `warm_rcu`: the table and its indexes pre-warmed to serve that many write
-    (read) units a second at once (given, or `context`'s `table_capacity.warm`); else they serve double
-    PREVIOUS_PEAK_WCU, and the 12,000 read units of a new table.
-    `context`: a deploy's context over cdk.json's (shards, claims, the mappings' batches...)."""
+    `context`: a deploy's context over cdk.json's (shards, claims, the mappings' batches...);
+    with `table_capacity.warm`, the table and its indexes pre-warmed to serve that many
+    write (read) units a second at once, else they serve double PREVIOUS_PEAK_WCU and the
+    12,000 read units of a new table."""
     total = max(1, round(MIDNIGHT_JOBS * scale))
     f = fraction if fraction is not None else MIDNIGHT_FRACTION
-    if context and "table_capacity" in context:  # the deploy's own warm throughput
+    warm_wcu = warm_rcu = None
+    if context and "table_capacity" in context:
         capacity = parse_table_capacity(context["table_capacity"])
-        warm_wcu = warm_wcu or capacity.warm_write
-        warm_rcu = warm_rcu or capacity.warm_read
+        warm_wcu, warm_rcu = capacity.warm_write, capacity.warm_read
     burst = _one_off_burst(
         "midnight", total, 0.0, f, seed, shards, claim_parallelism, warm_wcu, context, warm_rcu
     )
