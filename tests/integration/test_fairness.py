@@ -56,6 +56,8 @@ def test_a_polls_sends_go_round_robin_by_tenant_each_in_its_tenants_message_grou
     groups = {job_id: group for job_id, group in received}
     assert {groups[j] for j in flood} == {fifo_id(ALICE_TENANT)}
     assert {groups[j] for j in few} == {fifo_id(BOB_TENANT)}
-    # The few go out among the first: one of theirs after each of the flood's first ones.
+    # The few go out among the first: one of theirs beside each of the flood's first ones, in
+    # each of the first four pairs. Within a pair, the order is the due index's (job ids are
+    # random): bob's first comes first about one run in fifty.
     positions = [index for index, (job_id, _) in enumerate(received) if job_id in few]
-    assert positions == [1, 3, 5, 7], positions
+    assert [position // 2 for position in positions] == [0, 1, 2, 3], positions
