@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from bench.lateness import not_sooner_than
 from bench.receiver import Arrival
 from bench.report import table
 from scheduler_core.domain import keys
@@ -190,14 +191,21 @@ def create_workflow(
 
 
 def create_workflows(
-    api_url: str, target_url: str, fire_times: Sequence[int], retry: dict[str, float]
+    api_url: str,
+    target_url: str,
+    fire_times: Sequence[int],
+    retry: dict[str, float],
+    min_lead_ms: int | None = None,
 ) -> list[CreatedWorkflow]:
-    """A workflow per fire time (shapes in turn), CREATE_THREADS requests at a time."""
+    """A workflow per fire time (shapes in turn), CREATE_THREADS requests at a time;
+    `min_lead_ms` as `lateness.create_all`'s."""
     pool = ThreadPoolExecutor(CREATE_THREADS)
     try:
         return list(
             pool.map(
-                lambda item: create_workflow(api_url, target_url, item[0], item[1], retry),
+                lambda item: create_workflow(
+                    api_url, target_url, item[0], not_sooner_than(item[1], min_lead_ms), retry
+                ),
                 enumerate(fire_times),
             )
         )

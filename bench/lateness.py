@@ -76,6 +76,11 @@ def plan(jobs: int, spread_seconds: float, lead_seconds: float, now_ms: int) -> 
     return [first + round(i * spread_seconds * 1000 / jobs) for i in range(jobs)]
 
 
+def not_sooner_than(at_ms: int, lead_ms: int | None) -> int:
+    """`at_ms`, or `lead_ms` from now if that is later (None: `at_ms` whatever the time)."""
+    return at_ms if lead_ms is None else max(at_ms, int(time.time() * 1000) + lead_ms)
+
+
 def create_job(
     api_url: str,
     target_url: str,
@@ -146,10 +151,16 @@ def create_all(
     fire_times: list[int],
     name: str = "bench-lateness",
     retry: dict[str, float] | None = None,
+    min_lead_ms: int | None = None,
 ) -> list[Created]:
-    """Create a job per fire time, CREATE_THREADS requests at a time."""
+    """Create a job per fire time, CREATE_THREADS requests at a time. `min_lead_ms`: a fire
+    time nearer than that when its request is sent is moved to that far from then (None: every
+    job asks for its planned time, past or not)."""
     return create_each(
-        lambda i: create_job(api_url, target_url, i, fire_times[i], name, retry), len(fire_times)
+        lambda i: create_job(
+            api_url, target_url, i, not_sooner_than(fire_times[i], min_lead_ms), name, retry
+        ),
+        len(fire_times),
     )
 
 

@@ -124,7 +124,8 @@ def retention_checked_alone() -> Callable[[], None]:
     check = SQSBackend.is_message_valid_based_on_retention_period
 
     def is_message_valid_based_on_retention_period(self: SQSBackend, queue_name: str, message: Any) -> bool:
-        retention_period = int(self.get_queue(queue_name).message_retention_period)
+        # moto sets each attribute of the queue as its own (`Queue._set_attributes`).
+        retention_period = int(self.get_queue(queue_name).message_retention_period)  # type: ignore[attr-defined]
         return bool(retention_period + message.sent_timestamp / 1000 > unix_time())
 
     SQSBackend.is_message_valid_based_on_retention_period = (  # type: ignore[method-assign]

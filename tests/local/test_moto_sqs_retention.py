@@ -36,7 +36,8 @@ def sent_seconds_ago(seconds: float) -> None:
     """Date every message in the queue as sent `seconds` ago."""
     queue = get_backend("sqs")["123456789012"]["us-east-1"].queues["runs"]
     for message in queue._messages:
-        message.sent_timestamp -= int(seconds * 1000)
+        sent: int = message.sent_timestamp  # type: ignore[assignment]  # set once sent
+        message.sent_timestamp = sent - int(seconds * 1000)  # type: ignore[assignment]
 
 
 def bodies(client: Any, url: str) -> list[str]:

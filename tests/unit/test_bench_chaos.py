@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from bench import chaos_workflows as wf
-from bench.chaos import WORKFLOW_DEPTH, classify_repeats, margin_for, read_log, workflow_margin_for
+from bench.chaos import (
+    WORKFLOW_DEPTH,
+    classify_repeats,
+    later_than_planned,
+    margin_for,
+    read_log,
+    workflow_margin_for,
+)
+from bench.lateness import Created
 from bench.receiver import Arrival
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.services.workflow_runs import WorkflowRunner
@@ -418,3 +426,20 @@ def test_the_soak_reads_the_workflow_runs_its_timer_caught_up(tmp_path: Path) ->
     ]
     # The poller's words, as the scheduler logs them.
     assert wf.CAUGHT_UP in inspect.getsource(WorkflowRunner.reconcile)
+
+
+# --- creates that come too late for their planned time (the creates themselves: tests/e2e)
+
+
+def test_later_than_planned_counts_the_moved_and_their_largest_shift() -> None:
+    made = [
+        (1_000, created_at(1_000)),
+        (2_000, created_at(14_500)),
+        (3_000, created_at(5_000)),
+    ]
+    assert later_than_planned(made) == {"count": 2, "max_seconds": 12.5}
+    assert later_than_planned(made[:1]) == {"count": 0, "max_seconds": 0}
+
+
+def created_at(at_ms: int) -> Created:
+    return Created(0, at_ms, 201, "job", True, None, 0.1)
