@@ -2,13 +2,13 @@
 
 N one-off jobs spread over some minutes are created through the local cloud's API (one
 whose create comes too late for its planned time is made due a little later instead:
-LATE_CREATE_LEAD_MS), their
-HTTP targets on a loopback receiver that answers a share of calls (20 %) with HTTP 500 at
-random, while a random live process of the worker function is SIGKILLed every few seconds.
-The stack runs with a short worker timeout, so the run lease (the queues' visibility
-timeout, six times the worker timeout) expires within the soak and the poller's watchdog
-can move killed runs on. After the last fire time the soak waits until every run is
-finished, or a margin that covers a lease, a re-send and the polls that act on them.
+LATE_CREATE_LEAD_MS), their HTTP targets on a loopback receiver that answers a share of
+calls (20 %) with HTTP 500 at random, while a random live process of the worker function
+is SIGKILLed every few seconds. The stack runs with a short worker timeout, so the run
+lease (the queues' visibility timeout, six times the worker timeout) expires within the
+soak and the poller's watchdog can move killed runs on. After the last fire time the soak
+waits until every run is finished, or a margin that covers a lease, a re-send and the
+polls that act on them.
 
 It prints (and writes as JSON) what must not happen — runs lost (never finished), runs
 that succeeded twice, target effects duplicated — and what did: deliveries, DLQ records
@@ -124,10 +124,15 @@ class ChaosMonkey(Periodic):
 
 
 def later_than_planned(made: Sequence[tuple[int, Created | wf.CreatedWorkflow]]) -> dict[str, Any]:
-    """How many jobs and workflows were made due later than planned (their create sent when
-    the planned time was nearer than LATE_CREATE_LEAD_MS), and by up to how many seconds."""
-    shifts = [item.at_ms - planned for planned, item in made if item.at_ms > planned]
+    """Of (planned time, create) pairs, how many were made due later than planned (their
+    create sent when the planned time was nearer than LATE_CREATE_LEAD_MS), and by up to how
+    many seconds; a create the API refused made nothing and is not counted."""
+    shifts = [item.at_ms - planned for planned, item in made if item.at_ms > planned and _made(item)]
     return {"count": len(shifts), "max_seconds": round(max(shifts, default=0) / 1000, 1)}
+
+
+def _made(item: Created | wf.CreatedWorkflow) -> bool:
+    return (item.job_id if isinstance(item, Created) else item.workflow_id) is not None
 
 
 def worker_host(cloud: LocalCloud) -> FunctionHost:
@@ -374,8 +379,11 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
                     min_lead_ms=LATE_CREATE_LEAD_MS,
                 )
                 create_seconds = time.monotonic() - creating
-                made_at = [c.at_ms for c in created] + [w.at_ms for w in workflows]
-                last_fire = max(made_at) / 1000
+                made_at = [c.at_ms for c in created if c.job_id] + [
+                    w.at_ms for w in workflows if w.workflow_id
+                ]
+                first_fire = min(made_at, default=fire_times[0]) / 1000
+                last_fire = max(made_at, default=fire_times[-1]) / 1000
                 monkey.stop_at(last_fire)
                 expected = {c.run_id for c in created if c.run_id}
                 workflow_runs = {w.workflow_run_id for w in workflows if w.workflow_run_id}
@@ -412,6 +420,7 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             jobs,
         )
         mix["margin_seconds"] = margin
+        mix["made_later_than_planned"] = later_than_planned(list(zip(workflow_times, workflows, strict=True)))
     result = summarize(
         created,
         runs,
@@ -439,13 +448,9 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
             "busy": sum(1 for k in kills if k.pid is not None and k.busy),
             "idle": sum(1 for k in kills if k.pid is not None and not k.busy),
             "no_live_process": sum(1 for k in kills if k.pid is None),
-            "at": [
-                {"seconds_after_first_fire": round(k.at - min(made_at) / 1000, 1)} | asdict(k) for k in kills
-            ],
+            "at": [{"seconds_after_first_fire": round(k.at - first_fire, 1)} | asdict(k) for k in kills],
         },
-        "made_later_than_planned": later_than_planned(
-            [*zip(fire_times, created, strict=True), *zip(workflow_times, workflows, strict=True)]
-        ),
+        "made_later_than_planned": later_than_planned(list(zip(fire_times, created, strict=True))),
         "startup_seconds": round(startup_seconds, 1),
         "create_seconds": round(create_seconds, 1),
         "all_finished_seconds_after_last_fire": None
@@ -627,6 +632,7 @@ def print_chaos(result: dict[str, Any]) -> None:
             r["jobs_created"],
             f"created of {r['jobs_planned']} planned; {_later_line(r['made_later_than_planned'])}",
         ],
+        ["not made", r["jobs_planned"] - r["jobs_created"], "planned jobs the API did not make (goal 0)"],
         ["runs", r["runs"], "run items of those jobs' firings"],
         [
             "deliveries",
@@ -702,6 +708,7 @@ def print_chaos(result: dict[str, Any]) -> None:
             print(f"  left on {queue}: {depths}")
     if "workflows" in r:
         wf.print_workflows(r["workflows"])
+        print(f"workflows: {_later_line(r['workflows']['made_later_than_planned'])}")
     print(f"  local cloud log: {r['log']}")
 
 
@@ -709,8 +716,8 @@ def _later_line(later: dict[str, Any]) -> str:
     if not later["count"]:
         return "every one due at its planned time"
     return (
-        f"{later['count']} jobs and workflows made due later than planned "
-        f"(up to {later['max_seconds']:g} s): their creates came too late for it"
+        f"{later['count']} due later than planned (up to {later['max_seconds']:g} s), "
+        f"their create sent less than {LATE_CREATE_LEAD_MS / 1000:g} s before that time"
     )
 
 
@@ -723,8 +730,9 @@ def _dead_letter_line(dead_letters: dict[str, Any]) -> str:
 
 def chaos_headline(result: dict[str, Any]) -> str:
     headline = (
-        f"lost {result['lost']}, succeeded twice {result['succeeded_twice']}, duplicated effects "
-        f"{result['duplicated_effects']} (goal 0 each) over {result['runs']} runs; "
+        f"not made {result['jobs_planned'] - result['jobs_created']}, lost {result['lost']}, succeeded "
+        f"twice {result['succeeded_twice']}, duplicated effects {result['duplicated_effects']} (goal 0 "
+        f"each) over {result['runs']} runs; "
         f"{result['redelivered_after_crash']} re-delivered after a crash, "
         f"{result['kills']['total']} worker kills, {result['dead_letters']['messages']} on the DLQ"
     )
@@ -736,7 +744,8 @@ def chaos_headline(result: dict[str, Any]) -> str:
 def failed_goals(result: dict[str, Any]) -> bool:
     if "workflows" in result and wf.failed_workflow_goals(result["workflows"]):
         return True
-    return bool(result["lost"] or result["succeeded_twice"] or result["duplicated_effects"])
+    not_made = result["jobs_planned"] - result["jobs_created"]
+    return bool(not_made or result["lost"] or result["succeeded_twice"] or result["duplicated_effects"])
 
 
 # --- command line ----------------------------------------------------------------------------

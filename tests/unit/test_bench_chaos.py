@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ from bench import chaos_workflows as wf
 from bench.chaos import (
     WORKFLOW_DEPTH,
     classify_repeats,
+    failed_goals,
     later_than_planned,
     margin_for,
     read_log,
     workflow_margin_for,
 )
-from bench.lateness import Created
+from bench.lateness import Created, not_sooner_than
 from bench.receiver import Arrival
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.services.workflow_runs import WorkflowRunner
@@ -436,10 +438,28 @@ def test_later_than_planned_counts_the_moved_and_their_largest_shift() -> None:
         (1_000, created_at(1_000)),
         (2_000, created_at(14_500)),
         (3_000, created_at(5_000)),
+        (4_000, created_at(30_000, job_id=None)),  # refused: nothing made, nothing moved
     ]
     assert later_than_planned(made) == {"count": 2, "max_seconds": 12.5}
     assert later_than_planned(made[:1]) == {"count": 0, "max_seconds": 0}
 
 
-def created_at(at_ms: int) -> Created:
-    return Created(0, at_ms, 201, "job", True, None, 0.1)
+def created_at(at_ms: int, job_id: str | None = "job") -> Created:
+    return Created(0, at_ms, 201 if job_id else 422, job_id, True, None, 0.1)
+
+
+def test_a_planned_time_nearer_than_the_lead_moves_to_the_lead_from_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1_000.0)
+    assert not_sooner_than(1_000_000 + 10_000, 10_000) == 1_010_000  # exactly the lead: kept
+    assert not_sooner_than(1_000_000 + 9_999, 10_000) == 1_010_000
+    assert not_sooner_than(900_000, 10_000) == 1_010_000  # past
+    assert not_sooner_than(1_060_000, 10_000) == 1_060_000
+    assert not_sooner_than(900_000, None) == 900_000  # no lead: as planned, past or not
+
+
+def test_jobs_the_api_did_not_make_fail_the_soak() -> None:
+    clean = {"jobs_planned": 10, "jobs_created": 10, "lost": 0, "succeeded_twice": 0, "duplicated_effects": 0}
+    assert not failed_goals(clean)
+    assert failed_goals(clean | {"jobs_created": 9})
