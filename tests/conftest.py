@@ -6,6 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: on a shared 2-core machine one scheduler stall of a few hundred
+# ms fails an example of microseconds as "unreliable timings", which says nothing about
+# the code. Speed is for the benchmarks (`make bench`), never for a test.
+settings.register_profile("scheduler", deadline=None)
+settings.load_profile("scheduler")
 
 _TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

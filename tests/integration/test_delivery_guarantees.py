@@ -1049,10 +1049,11 @@ def start_working(
 
 
 def test_a_call_longer_than_the_lease_keeps_its_run_through_heartbeats(receiver: WebhookReceiver) -> None:
-    """Lease 3 s, a heartbeat every second, a call of 4.5 s: when the poller looks after the
-    lease the attempt started with has expired, the run is RUNNING with its lease pushed
-    ahead, so the watchdog leaves it alone; the call's result is then recorded."""
-    receiver.hold_next(4.5)
+    """Lease 3 s, a heartbeat every second, a call held until the poller has looked after the
+    lease the attempt started with has expired: the run is RUNNING with its lease pushed
+    ahead, so the watchdog leaves it alone; the call's result is then recorded. (The call is
+    held by a gate, not for a fixed time that a slow poll could outlast.)"""
+    call = receiver.hold_until_released()
     with real_time_cloud(run_lease_seconds=3, heartbeat_seconds=1) as (clients, settings):
         clock = SystemClock()
         working = start_working(clients, settings, clock, receiver)
@@ -1067,6 +1068,7 @@ def test_a_call_longer_than_the_lease_keeps_its_run_through_heartbeats(receiver:
         assert running.due_at == running.lease_until  # the watchdog's timer moved with it
         assert watched([build_dispatcher(settings, clients, clock).poll_shard(0)]) == {}
         assert working.thread.is_alive()  # the call was still going on
+        call.set()
         working.thread.join()
 
         assert working.outcomes == [Outcome.SUCCEEDED]
@@ -1081,10 +1083,11 @@ def test_a_call_longer_than_the_lease_keeps_its_run_through_heartbeats(receiver:
 def test_a_call_that_outlives_its_lease_unrenewed_loses_the_run_and_its_success_is_reused(
     receiver: WebhookReceiver,
 ) -> None:
-    """The control: lease 1 s and no heartbeat within the call (2.5 s). The watchdog takes
-    the run over (attempt 2); the slow worker's success cannot finish it (fenced by its
-    lease), but it is recorded on the run, so attempt 2 reuses it without a second call."""
-    receiver.hold_next(2.5)
+    """The control: lease 1 s and no heartbeat within the call (held until the watchdog has
+    looked). The watchdog takes the run over (attempt 2); the slow worker's success cannot
+    finish it (fenced by its lease), but it is recorded on the run, so attempt 2 reuses it
+    without a second call."""
+    call = receiver.hold_until_released()
     with real_time_cloud(run_lease_seconds=1, heartbeat_seconds=60) as (clients, settings):
         clock = SystemClock()
         working = start_working(clients, settings, clock, receiver, retry={"backoff_seconds": 1})
@@ -1092,6 +1095,7 @@ def test_a_call_that_outlives_its_lease_unrenewed_loses_the_run_and_its_success_
         working.sleep_past_first_lease(0.3)
         assert watched([build_dispatcher(settings, clients, clock).poll_shard(0)]) == {"retried": 1}
         assert working.thread.is_alive()
+        call.set()
         working.thread.join()
         assert working.outcomes == [Outcome.LEASE_LOST]
         assert working.lease.hides == []

@@ -25,7 +25,9 @@ def test_a_sleep_advances_virtual_time_not_wall_time():
     wall = time.perf_counter()
     sim.run()
     assert seen == [START + timedelta(hours=1)]
-    assert time.perf_counter() - wall < 1.0
+    # Virtual time: an hour's sleep is not slept (far less than an hour of wall time, with
+    # room for any stall of this machine).
+    assert time.perf_counter() - wall < 60
 
 
 def test_two_tasks_interleave_in_virtual_time_order():
