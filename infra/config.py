@@ -353,7 +353,7 @@ HIGH_VOLUME_CONTEXT: dict[str, Any] = {
     "delivery_lead_seconds": 3,
     "queue_capacity": {
         priority: {"batch_size": 100, "batching_window_seconds": 1, "max_concurrency": concurrency}
-        for priority, concurrency in (("HIGH", 125), ("NORMAL", 375), ("LOW", 125))
+        for priority, concurrency in (("HIGH", 150), ("NORMAL", 450), ("LOW", 150))
     },
 }
 

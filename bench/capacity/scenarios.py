@@ -638,7 +638,10 @@ def steady(
         ({"cron": "* * * * *", "end_at": last_cron.isoformat()}, _priority(i), first) for i in range(crons)
     ]
     for i in range(one_offs):
-        at = first + timedelta(milliseconds=round(i * span * 1000 / one_offs))
+        # Half a step in: each sampled one-off stands for 1/f due at its instant (5,000 at the
+        # default fraction), and on the minute every fifth of them, all HIGH (`_priority`),
+        # landed on the crons' :00 second, 5,000 HIGH runs there where the real load has 167.
+        at = first + timedelta(milliseconds=round((i + 0.5) * span * 1000 / one_offs))
         specs.append(({"at": at.isoformat()}, _priority(i), at))
     expected = crons * STEADY_MINUTES + one_offs
     with world.running():
@@ -662,7 +665,7 @@ def steady(
             "sampled_one_off_jobs": one_offs,
             "priorities": "20 % HIGH, 60 % NORMAL, 20 % LOW",
             "cron_alignment": "`* * * * *` fires at :00 of each minute, no jitter: 50,000 runs in the "
-            "same second every minute; one-offs evenly spread",
+            "same second every minute; one-offs evenly spread, each sampled one half a step off the minute",
         },
         "assumptions": {
             "table_previous_peak_wcu": previous_peak_wcu,
