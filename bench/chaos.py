@@ -12,9 +12,9 @@ polls that act on them.
 
 It prints (and writes as JSON) what must not happen — runs lost (never finished), runs
 that succeeded twice, target effects duplicated — and what did: deliveries, DLQ records
-and why, runs by final status, the watchdog's and the workers' actions. Exits 1 if anything
-was lost, succeeded twice or duplicated (or a goal of the workflow mix was missed), 2 if the
-soak could not run.
+and why, runs by final status, the watchdog's and the workers' actions. Exits 1 if a planned
+job was not made, or anything was lost, succeeded twice or duplicated (or a goal of the
+workflow mix was missed), 2 if the soak could not run.
 
 What counts as a duplicated effect. Delivery is at least once and the effect is one per run
 because every attempt of a run carries the same `Idempotency-Key` (its run id). A worker
