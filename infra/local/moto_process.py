@@ -1,5 +1,5 @@
 """moto in server mode as the local cloud runs it: `python -m infra.local.moto_process -H
-HOST -p PORT`. Two differences from `python -m moto.server`:
+HOST -p PORT`. What differs from `python -m moto.server`:
 
 - DynamoDB requests are handled one at a time. moto's DynamoDB backend is not thread-safe:
   TransactWriteItems deep-copies a table for rollback while other requests write to it, and
