@@ -106,7 +106,9 @@ def test_a_throttled_write_leaves_the_item_as_it_was(aws_on_one_table):
     plain = aws.plain_client("dynamodb")
     plain.put_item(TableName="hot", Item={"pk": {"S": "k"}, "v": {"S": "before"}})
     aws.capacity.admit_write(0.0, [Charge("hot", "k", 1000.0)])  # the key is spent for second 0
-    no_retries = AwsClients(aws.session("api"), Config(retries={"mode": "standard", "max_attempts": 1}))
+    # botocore's `max_attempts` counts retries (1: one retry, after a random wait of up to
+    # 1 s, that lands in second 1 about 1 % of the time and is served): `total_max_attempts`.
+    no_retries = AwsClients(aws.session("api"), Config(retries={"mode": "standard", "total_max_attempts": 1}))
     errors: list[str] = []
 
     def write() -> None:
@@ -118,6 +120,7 @@ def test_a_throttled_write_leaves_the_item_as_it_was(aws_on_one_table):
     sim.spawn(write)
     sim.run()
     assert errors == ["ProvisionedThroughputExceededException"]
+    assert aws.usage.attempts["api dynamodb.PutItem"] == 1
     assert plain.get_item(TableName="hot", Key={"pk": {"S": "k"}})["Item"]["v"]["S"] == "before"
 
 
