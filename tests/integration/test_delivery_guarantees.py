@@ -49,7 +49,12 @@ from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.retry import backoff
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.ports import StoreContention
-from scheduler_core.services.dispatch import CONTENTION_PAUSES_MS
+from scheduler_core.services.dispatch import (
+    CONTENTION_PAUSES_MS,
+    STOP_BEFORE_TIMEOUT,
+    URGENT_CONTENTION_PAUSES_MS,
+    URGENT_WITHIN,
+)
 from scheduler_core.services.execution import END_WRITE_PAUSES, RunExecutor
 from scheduler_core.settings import Settings, settings_from_env
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event
@@ -549,6 +554,13 @@ def is_claim(params: dict[str, Any]) -> bool:
     return "due_sk = :seen_fire" in params.get("ConditionExpression", "")
 
 
+# A transaction refused for the table's throughput (botocore does not retry it).
+TRANSACTION_THROTTLED = {
+    "Error": {"Code": "TransactionCanceledException", "Message": "cancelled [ThrottlingError, None]"},
+    "CancellationReasons": [{"Code": "ThrottlingError"}, {"Code": "None"}],
+}
+
+
 ONE_OFF = "one-off"  # claimed by one UpdateItem of its job's item (its run kept on it)
 DAILY = "daily"  # claimed by a transaction: its job's update and its run's own item
 THROTTLED_CLAIMS = [
@@ -567,10 +579,7 @@ THROTTLED_CLAIMS = [
     pytest.param(
         DAILY,
         400,
-        {
-            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled [ThrottlingError, None]"},
-            "CancellationReasons": [{"Code": "ThrottlingError"}, {"Code": "None"}],
-        },
+        TRANSACTION_THROTTLED,
         id="transaction-throttled",
     ),
     pytest.param(
@@ -592,16 +601,19 @@ def test_a_claim_dynamodb_throttles_is_made_by_a_later_poll(
     through the next poll, each of which tries it three times: the job keeps its firing in
     the due index, and the first poll after the throttle claims it, once. (A one-off due
     within the lookahead is claimed in its create's own write, which no claim can fail apart
-    from: this one is created due later, and its poll's claim is refused.)"""
+    from: this one is created due later, and its poll's claim is refused.) The firing is
+    more than URGENT_WITHIN away at that poll: one due sooner is tried longer (below)."""
     cloud.poll()
     tries = len(CONTENTION_PAUSES_MS) + 1
+    not_urgent = URGENT_WITHIN + timedelta(seconds=5)
     if kind == ONE_OFF:
         fire_at = clock.now() + timedelta(minutes=5)
         job = cloud.create(hook(receiver, at(fire_at)))
-        clock.move_to(fire_at - timedelta(seconds=90))
+        clock.move_to(fire_at - not_urgent)
         refused_calls = refusing(cloud.clients.dynamodb(), "UpdateItem", status, reply, only=is_claim)
     else:
-        fire_at = clock.now() + timedelta(seconds=90)
+        fire_at = (clock.now() + timedelta(minutes=3)).replace(second=0, microsecond=0)  # a whole minute
+        clock.move_to(fire_at - timedelta(seconds=20) - not_urgent)
         daily = {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}
         refused_calls = refusing(cloud.clients.dynamodb(), "TransactWriteItems", status, reply)
     with refused_calls as refused:
@@ -625,6 +637,72 @@ def test_a_claim_dynamodb_throttles_is_made_by_a_later_poll(
     run = only_run(cloud, job["job_id"])
     assert (run["status"], run["lateness_ms"]) == ("SUCCEEDED", 0)
     assert calls(receiver, run["run_id"]) == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("refusals", "claimed_by_the_first_poll"),
+    [
+        pytest.param(len(URGENT_CONTENTION_PAUSES_MS), True, id="throttle-passes-within-the-poll"),
+        pytest.param(None, False, id="throttle-outlasts-the-poll-s-tries"),
+    ],
+)
+def test_a_throttled_claim_of_a_firing_the_next_poll_would_make_late_is_tried_longer(
+    cloud: SchedulerHarness,
+    clock: FrozenClock,
+    receiver: WebhookReceiver,
+    refusals: int | None,
+    claimed_by_the_first_poll: bool,
+) -> None:
+    """A daily job's firing 70 s after a poll, whose claim the table throttles (a
+    transaction, which botocore does not retry: the crons' :00 burst of starts and ends
+    meets the poll's claims of their next firings). The next poll, a minute on, would claim
+    it 10 s before its time, less than a long poll's read may take: so this poll tries it
+    len(URGENT_CONTENTION_PAUSES_MS) + 1 times, over 7.75 s, and a throttle that passes
+    within them costs nothing. One that outlasts them leaves the firing to the next poll."""
+    cloud.poll()
+    fire_at = (clock.now() + timedelta(minutes=3)).replace(second=0, microsecond=0)  # beyond the lookahead
+    job = cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
+    assert job["next_fire_at"] == iso(fire_at)
+    clock.move_to(fire_at - timedelta(seconds=70))
+    tries = len(URGENT_CONTENTION_PAUSES_MS) + 1
+    ddb = cloud.clients.dynamodb()
+    refused_calls = refusing(ddb, "TransactWriteItems", 400, TRANSACTION_THROTTLED, refusals)
+    with refused_calls as refused:
+        reports = cloud.poll()
+        assert refused == [tries if refusals is None else refusals]
+    claimed = [run.scheduled_for for report in reports for run in report.claimed]
+    paused = timedelta(milliseconds=sum(URGENT_CONTENTION_PAUSES_MS))
+    assert clock.now() >= fire_at - timedelta(seconds=70) + paused
+    if claimed_by_the_first_poll:
+        assert (claimed, sum(report.contended for report in reports)) == ([fire_at], 0)
+    else:
+        assert (claimed, sum(report.contended for report in reports)) == ([], 1)
+        assert [run.scheduled_for for report in cloud.poll() for run in report.claimed] == [fire_at]
+    assert sum(len(report.claimed) for report in cloud.poll()) == 0  # claimed once
+    assert move_and_deliver(cloud, clock, fire_at) == 1
+    run = only_run(cloud, job["job_id"])
+    assert (run["status"], run["lateness_ms"]) == ("SUCCEEDED", 0)
+    assert calls(receiver, run["run_id"]) == ["1"]
+
+
+def test_a_poll_tries_an_urgent_claim_no_later_than_it_stops(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """With 6 s left of its function's time, a poll stops taking work 1 s on
+    (STOP_BEFORE_TIMEOUT): an urgent claim throttled throughout is tried after pauses of 50,
+    200 and 500 ms, not after the 1 s pause that would end past that."""
+    cloud.poll()
+    fire_at = (clock.now() + timedelta(minutes=3)).replace(second=0, microsecond=0)
+    cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
+    clock.move_to(fire_at - timedelta(seconds=70))
+    with refusing(cloud.clients.dynamodb(), "TransactWriteItems", 400, TRANSACTION_THROTTLED) as refused:
+        reports = [
+            cloud.dispatcher.poll_shard(shard, time_left=STOP_BEFORE_TIMEOUT + timedelta(seconds=1))
+            for shard in range(cloud.settings.shard_count)
+        ]
+    assert refused == [4]
+    assert (sum(report.contended for report in reports), sum(len(r.claimed) for r in reports)) == (1, 0)
+    assert [run.scheduled_for for report in cloud.poll() for run in report.claimed] == [fire_at]
 
 
 # --- 7. SQS refuses the send --------------------------------------------------------------------

@@ -46,6 +46,12 @@ from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
+# A poll's claim of a firing due within URGENT_WITHIN, which the next poll (a minute on, and
+# a while into its read) would claim too late to be on time, is tried for up to 7.75 s more,
+# within the poll's time: a transaction throttled with the table (the crons' :00 burst of
+# starts and ends, while a poll claims their next firings) is not retried by botocore.
+URGENT_CONTENTION_PAUSES_MS = (50, 200, 500, 1000, 2000, 4000)
+URGENT_WITHIN = timedelta(seconds=90)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
 SEND_BATCH = BATCH_SIZE
 # How long before its function's timeout a poll stops claiming: time for the claims under
@@ -87,10 +93,12 @@ class Dispatcher:
     def horizon(self, now: datetime) -> datetime:
         return now + self._policy.lookahead
 
-    def claim_firings(self, job: Job, now: datetime) -> ClaimResult:
+    def claim_firings(self, job: Job, now: datetime, poll: BucketRead | None = None) -> ClaimResult:
         """Claim every firing of `job` up to the horizon, one conditional write each. Stops at the
         first lost race (someone else changed the job: they own what follows) or contention
-        (what is claimed so far stands; the rest waits for a later poll).
+        (what is claimed so far stands; the rest waits for a later poll). In a `poll`, a claim
+        due soon is tried longer (URGENT_CONTENTION_PAUSES_MS, until the poll stops); outside
+        one (a create, which answers a request), briefly.
 
         Firings missed while nothing polled (an outage: the job's next firing is past) go as
         the job's misfire policy says (`misfire`; docs/concepts/misfires.md): those that run
@@ -114,7 +122,7 @@ class Dispatcher:
             catch_up = queues_when_caught_up(job) and misfire.is_misfire(fire_at, now)
             run = self._firing_run(job, fire_at, following, now, catch_up)
             try:
-                claimed = self._claim_retrying_contention(job, run, following, now, catch_up)
+                claimed = self._claim_retrying_contention(job, run, following, now, catch_up, poll)
             except StoreContention:
                 return ClaimResult(runs, job, contended=True)
             if claimed is None:
@@ -149,15 +157,25 @@ class Dispatcher:
         return self._firing_run(job, fire_at, None, now, catch_up=False)
 
     def _claim_retrying_contention(
-        self, job: Job, run: Run, following: datetime | None, now: datetime, catch_up: bool
+        self,
+        job: Job,
+        run: Run,
+        following: datetime | None,
+        now: datetime,
+        catch_up: bool,
+        poll: BucketRead | None,
     ) -> Run | None:
-        """A claim throttled or caught in a transaction conflict is tried again, briefly
-        (botocore already retried throttling; a conflict it does not retry). A lost race
-        (the condition failed) is never retried: someone else owns the firing."""
+        """A claim throttled or caught in a transaction conflict is tried again: briefly, or,
+        in a poll, a firing due soon for longer (`claim_firings`). botocore retries neither a
+        throttled transaction nor a conflict. A lost race (the condition failed) is never
+        retried: someone else owns the firing."""
+        urgent = poll is not None and run.starts_at < now + URGENT_WITHIN
+        pauses = URGENT_CONTENTION_PAUSES_MS if urgent else CONTENTION_PAUSES_MS
         return through_contention(
             lambda: self._store.claim_if_unchanged(job, run, following, now, catch_up),
             self._clock,
-            [timedelta(milliseconds=pause) for pause in CONTENTION_PAUSES_MS],
+            [timedelta(milliseconds=pause) for pause in pauses],
+            until=poll.stop_at if poll is not None else None,
             on_retry=lambda: logger.info("claim contended; trying again", extra={"job_id": job.job_id}),
         )
 
@@ -405,10 +423,10 @@ class Dispatcher:
         claim, or claimed when it did not start in time (`unclaimed_sends`)."""
         now = read.now
         if read.sends is None:
-            return self.claim_firings(job, now)
+            return self.claim_firings(job, now, read)
         decision = send_decision(job, now, read.sends, self._lifecycle.resend_after)
         if decision is Send.CLAIM:
-            return self.claim_firings(job, now)
+            return self.claim_firings(job, now, read)
         if decision is Send.WAIT:
             return ClaimResult([], job, waiting=True)
         assert job.next_fire_at is not None
@@ -421,7 +439,7 @@ class Dispatcher:
         )
         metrics.add_metric(name="UnclaimedRunsClaimedLate", unit="Count", value=1)
         try:
-            claimed = self._claim_retrying_contention(job, run, None, now, False)
+            claimed = self._claim_retrying_contention(job, run, None, now, False, read)
         except StoreContention:
             return ClaimResult([], job, contended=True)
         # Lost: its start (or another poll) claimed it, a run now kept in this bucket.
