@@ -554,6 +554,7 @@ def is_claim(params: dict[str, Any]) -> bool:
     return "due_sk = :seen_fire" in params.get("ConditionExpression", "")
 
 
+THROUGHPUT_EXCEEDED = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
 # A transaction refused for the table's throughput (botocore does not retry it).
 TRANSACTION_THROTTLED = {
     "Error": {"Code": "TransactionCanceledException", "Message": "cancelled [ThrottlingError, None]"},
@@ -567,7 +568,7 @@ THROTTLED_CLAIMS = [
     pytest.param(
         ONE_OFF,
         400,
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+        THROUGHPUT_EXCEEDED,
         id="throughput-exceeded",
     ),
     pytest.param(
@@ -657,8 +658,8 @@ def test_a_throttled_claim_of_a_firing_the_next_poll_would_make_late_is_tried_lo
     transaction, which botocore does not retry: the crons' :00 burst of starts and ends
     meets the poll's claims of their next firings). The next poll, a minute on, would claim
     it 10 s before its time, less than a long poll's read may take: so this poll tries it
-    len(URGENT_CONTENTION_PAUSES_MS) + 1 times, over 7.75 s, and a throttle that passes
-    within them costs nothing. One that outlasts them leaves the firing to the next poll."""
+    after each of URGENT_CONTENTION_PAUSES_MS, and a throttle that passes within them costs
+    nothing. One that outlasts them leaves the firing to the next poll."""
     cloud.poll()
     fire_at = (clock.now() + timedelta(minutes=3)).replace(second=0, microsecond=0)  # beyond the lookahead
     job = cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
@@ -683,6 +684,34 @@ def test_a_throttled_claim_of_a_firing_the_next_poll_would_make_late_is_tried_lo
     run = only_run(cloud, job["job_id"])
     assert (run["status"], run["lateness_ms"]) == ("SUCCEEDED", 0)
     assert calls(receiver, run["run_id"]) == ["1"]
+
+
+@pytest.mark.parametrize("kind", [ONE_OFF, DAILY])
+def test_a_claim_due_soon_is_tried_briefly_outside_a_poll_or_for_a_one_off(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, kind: str
+) -> None:
+    """The longer tries are a poll's, for a recurring job: a create (which answers a request)
+    tries a daily job's firing 70 s away as briefly as any, and a poll a one-off's (its claim
+    one UpdateItem, which botocore retries itself)."""
+    cloud.poll()
+    fire_at = (clock.now() + timedelta(minutes=5)).replace(second=0, microsecond=0)
+    ddb = cloud.clients.dynamodb()
+    if kind == ONE_OFF:
+        job = cloud.create(hook(receiver, at(fire_at)))
+        clock.move_to(fire_at - timedelta(seconds=70))
+        refused_calls = refusing(ddb, "UpdateItem", 400, THROUGHPUT_EXCEEDED, only=is_claim)
+    else:
+        clock.move_to(fire_at - timedelta(seconds=70))
+        refused_calls = refusing(ddb, "TransactWriteItems", 400, TRANSACTION_THROTTLED)
+    with refused_calls as refused:
+        if kind == ONE_OFF:
+            reports = cloud.poll()
+            assert sum(report.contended for report in reports) == 1
+        else:
+            job = cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
+            assert job["next_fire_at"] == iso(fire_at)  # left to the poller
+    assert refused == [len(CONTENTION_PAUSES_MS) + 1]
+    assert [run.scheduled_for for report in cloud.poll() for run in report.claimed] == [fire_at]
 
 
 def test_a_poll_tries_an_urgent_claim_no_later_than_it_stops(

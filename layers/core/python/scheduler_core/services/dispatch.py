@@ -46,10 +46,12 @@ from scheduler_core.services.workflow_runs import WorkflowRunner
 
 # Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
 CONTENTION_PAUSES_MS = (50, 200)
-# A poll's claim of a firing due within URGENT_WITHIN, which the next poll (a minute on, and
-# a while into its read) would claim too late to be on time, is tried for up to 7.75 s more,
-# within the poll's time: a transaction throttled with the table (the crons' :00 burst of
-# starts and ends, while a poll claims their next firings) is not retried by botocore.
+# In a poll, the claim of a recurring job's firing whose run starts within URGENT_WITHIN (or
+# is past), which the next poll (a minute on, and a while into its read) would make too late
+# to be on time, is tried after these pauses (7.75 s in all), up to the poll's stop. It is a
+# transaction, which botocore does not retry when throttled; a busy table throttles for
+# seconds at the crons' :00 burst of starts and ends, while the polls claim those crons'
+# next firings. (A one-off's claim is one UpdateItem, which botocore retries itself.)
 URGENT_CONTENTION_PAUSES_MS = (50, 200, 500, 1000, 2000, 4000)
 URGENT_WITHIN = timedelta(seconds=90)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
@@ -96,9 +98,9 @@ class Dispatcher:
     def claim_firings(self, job: Job, now: datetime, poll: BucketRead | None = None) -> ClaimResult:
         """Claim every firing of `job` up to the horizon, one conditional write each. Stops at the
         first lost race (someone else changed the job: they own what follows) or contention
-        (what is claimed so far stands; the rest waits for a later poll). In a `poll`, a claim
-        due soon is tried longer (URGENT_CONTENTION_PAUSES_MS, until the poll stops); outside
-        one (a create, which answers a request), briefly.
+        (what is claimed so far stands; the rest waits for a later poll). In a `poll`, some
+        claims are tried longer (URGENT_CONTENTION_PAUSES_MS); outside one (a create, which
+        answers a request), each briefly.
 
         Firings missed while nothing polled (an outage: the job's next firing is past) go as
         the job's misfire policy says (`misfire`; docs/concepts/misfires.md): those that run
@@ -165,11 +167,10 @@ class Dispatcher:
         catch_up: bool,
         poll: BucketRead | None,
     ) -> Run | None:
-        """A claim throttled or caught in a transaction conflict is tried again: briefly, or,
-        in a poll, a firing due soon for longer (`claim_firings`). botocore retries neither a
-        throttled transaction nor a conflict. A lost race (the condition failed) is never
-        retried: someone else owns the firing."""
-        urgent = poll is not None and run.starts_at < now + URGENT_WITHIN
+        """A claim throttled or caught in a transaction conflict is tried again: briefly
+        (CONTENTION_PAUSES_MS), or longer (URGENT_CONTENTION_PAUSES_MS). A lost race (the
+        condition failed) is never retried: someone else owns the firing."""
+        urgent = poll is not None and following is not None and run.starts_at < now + URGENT_WITHIN
         pauses = URGENT_CONTENTION_PAUSES_MS if urgent else CONTENTION_PAUSES_MS
         return through_contention(
             lambda: self._store.claim_if_unchanged(job, run, following, now, catch_up),
