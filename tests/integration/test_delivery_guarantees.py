@@ -49,12 +49,12 @@ from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.retry import backoff
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.ports import StoreContention
-from scheduler_core.services.dispatch import (
+from scheduler_core.services.claim_pauses import (
     CONTENTION_PAUSES_MS,
-    STOP_BEFORE_TIMEOUT,
     URGENT_CONTENTION_PAUSES_MS,
     URGENT_WITHIN,
 )
+from scheduler_core.services.dispatch import STOP_BEFORE_TIMEOUT
 from scheduler_core.services.execution import END_WRITE_PAUSES, RunExecutor
 from scheduler_core.settings import Settings, settings_from_env
 from tests.support.events import ALICE, BOB, LambdaContext, sqs_event

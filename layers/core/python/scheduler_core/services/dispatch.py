@@ -35,6 +35,7 @@ from scheduler_core.domain.vocabulary import JobKind, JobStatus
 from scheduler_core.observability import logger, metrics
 from scheduler_core.poll_ports import DueIndex, PollResume, Watermark, Watermarks
 from scheduler_core.ports import CursorNotValid, JobRecords, RunQueue, StoreContention
+from scheduler_core.services.claim_pauses import claim_pauses
 from scheduler_core.services.contention import through_contention
 from scheduler_core.services.lifecycle import RunLifecycle
 from scheduler_core.services.missed_firings import MissedFirings, missed_to_run
@@ -44,16 +45,6 @@ from scheduler_core.services.polls import BucketRead, ClaimResult, PollPolicy, P
 from scheduler_core.services.unclaimed_sends import Send, SendWindow, send_decision, sent_unclaimed
 from scheduler_core.services.workflow_runs import WorkflowRunner
 
-# Pauses between the tries of a contended claim; after the last, the firing waits for a later poll.
-CONTENTION_PAUSES_MS = (50, 200)
-# In a poll, the claim of a recurring job's firing whose run starts within URGENT_WITHIN (or
-# is past), which the next poll (a minute on, and a while into its read) would make too late
-# to be on time, is tried after these pauses (7.75 s in all), up to the poll's stop. It is a
-# transaction, which botocore does not retry when throttled; a busy table throttles for
-# seconds at the crons' :00 burst of starts and ends, while the polls claim those crons'
-# next firings. (A one-off's claim is one UpdateItem, which botocore retries itself.)
-URGENT_CONTENTION_PAUSES_MS = (50, 200, 500, 1000, 2000, 4000)
-URGENT_WITHIN = timedelta(seconds=90)
 # A poll sends claimed runs this many of one priority at a time (SQS's SendMessageBatch holds 10).
 SEND_BATCH = BATCH_SIZE
 # How long before its function's timeout a poll stops claiming: time for the claims under
@@ -99,8 +90,7 @@ class Dispatcher:
         """Claim every firing of `job` up to the horizon, one conditional write each. Stops at the
         first lost race (someone else changed the job: they own what follows) or contention
         (what is claimed so far stands; the rest waits for a later poll). In a `poll`, some
-        claims are tried longer (URGENT_CONTENTION_PAUSES_MS); outside one (a create, which
-        answers a request), each briefly.
+        claims are tried longer than outside one (`claim_pauses`).
 
         Firings missed while nothing polled (an outage: the job's next firing is past) go as
         the job's misfire policy says (`misfire`; docs/concepts/misfires.md): those that run
@@ -167,15 +157,13 @@ class Dispatcher:
         catch_up: bool,
         poll: BucketRead | None,
     ) -> Run | None:
-        """A claim throttled or caught in a transaction conflict is tried again: briefly
-        (CONTENTION_PAUSES_MS), or longer (URGENT_CONTENTION_PAUSES_MS). A lost race (the
-        condition failed) is never retried: someone else owns the firing."""
-        urgent = poll is not None and following is not None and run.starts_at < now + URGENT_WITHIN
-        pauses = URGENT_CONTENTION_PAUSES_MS if urgent else CONTENTION_PAUSES_MS
+        """A claim throttled or caught in a transaction conflict is tried again after
+        `claim_pauses`. A lost race (the condition failed) is never retried: someone else
+        owns the firing."""
         return through_contention(
             lambda: self._store.claim_if_unchanged(job, run, following, now, catch_up),
             self._clock,
-            [timedelta(milliseconds=pause) for pause in pauses],
+            claim_pauses(run.starts_at, following is not None, now, in_poll=poll is not None),
             until=poll.stop_at if poll is not None else None,
             on_retry=lambda: logger.info("claim contended; trying again", extra={"job_id": job.job_id}),
         )
