@@ -15,6 +15,7 @@ import functools
 import itertools
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -363,7 +364,7 @@ def check(world: World, cutoff: datetime) -> None:
         assert letter.last_error == lost
 
 
-def numbered_job_ids() -> Any:
+def numbered_job_ids() -> AbstractContextManager[Any]:
     """Job ids 00…01, 00…02, … in each example, in the order its jobs are made: a job's shard
     (`keys.shard_for`) and so what each `poll` step of a script reaches is the same in every
     run (with random ids, a failing script could pass when run again; `derandomize` fixes the
