@@ -53,7 +53,6 @@ they compete with the sampled jobs for a shared resource:
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -429,7 +428,7 @@ def put_jobs(world: World, specs: list[tuple[dict[str, Any], Priority, datetime]
             }
         )
         job = Job(
-            job_id=uuid.uuid4().hex,
+            job_id=world.new_job_id(),
             tenant=TENANT,
             name=request.name,
             status=JobStatus.SCHEDULED,

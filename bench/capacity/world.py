@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import random
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -171,6 +173,11 @@ class World:
         self.sim = Sim(START)
         self.clock = SimClock(self.sim)
         self.latency = LatencyModel(seed, latency_factor)
+        # Jobs put by the scenarios draw their ids from the seed too (a stream of its own, so
+        # the latency draws stay as they were): an id is its job's shard and keys, and uuid4
+        # ids moved a scenario's tail from run to run.
+        self._job_ids = random.Random(f"job ids {seed}")
+        self._seed = seed
         self.capacity = CapacityModel()
         tables = ("jobs", "jobs/due", "jobs/by_tenant")
         self.capacity.assume_previous_peak(
@@ -189,6 +196,10 @@ class World:
         self.mappings: dict[Priority, EventSourceMapping] = {}
         self.schedule: PollSchedule
 
+    def new_job_id(self) -> str:
+        """The next job id drawn from the world's seed, shaped as a uuid4's hex."""
+        return uuid.UUID(int=self._job_ids.getrandbits(128), version=4).hex
+
     @contextlib.contextmanager
     def running(self) -> Iterator[World]:
         """moto (its queries sped up), virtual sleeps, SQS in virtual time, the fake target and a
@@ -201,10 +212,23 @@ class World:
             stack.enter_context(queries_read_their_key_only())
             stack.enter_context(self._target_answers())
             stack.enter_context(self._quiet_functions())
+            stack.enter_context(self._seeded_backoff())
             self.aws = SimulatedAws(self.sim, self.latency, self.capacity, self.fraction)
             self.settings = self._create_resources()
             self._build_functions()
             yield self
+
+    @contextlib.contextmanager
+    def _seeded_backoff(self) -> Iterator[None]:
+        """botocore's retries wait a random share of their backoff drawn from the `random`
+        module's own generator: seeded from the world's seed for the run (and put back after),
+        so a throttled run is the same run again with the same seed."""
+        state = random.getstate()
+        random.seed(f"botocore backoff {self._seed}")
+        try:
+            yield
+        finally:
+            random.setstate(state)
 
     def _create_resources(self) -> Settings:
         dynamodb = self.aws.plain_client("dynamodb")

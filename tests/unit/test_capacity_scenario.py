@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 from bench.capacity.scenarios import OneOffLoad, midnight, put_jobs, run_one_off
@@ -113,3 +114,28 @@ def test_the_watchdogs_runs_are_modeled_as_claims_beside_the_jobs_a_poll_claims_
         assert shadow_seconds(soon, sent, 1) > 0
         assert shadow_seconds(soon, ClaimResult([], soon, waiting=True), 1) == 0.0
     assert world.modeled_work == {"watch": 1, "send": 2, "none": 1}
+
+
+def _drawn_in(seed: int) -> tuple[list[str], float]:
+    """The ids of three jobs a world of `seed` puts, and the next wait botocore's backoff
+    would draw in it."""
+    world = World(seed=seed)
+    with world.running():
+        at = world.clock.now() + timedelta(minutes=5)
+        ids = [job.job_id for job in put_jobs(world, [({"at": at.isoformat()}, Priority.LOW, at)] * 3)]
+        return ids, random.random()
+
+
+def test_a_world_draws_its_job_ids_and_botocores_backoff_from_its_seed():
+    # An id is its job's shard and keys, and a throttled call's retry waits a random share of
+    # its backoff: with the same seed a scenario is the same run again (uuid4 ids and an
+    # unseeded backoff moved a scenario's tail from run to run).
+    random.seed("outside")
+    outside = random.getstate()
+    ids, backoff = _drawn_in(seed=7)
+    assert random.getstate() == outside  # put back after the run
+    assert (ids, backoff) == _drawn_in(seed=7)
+    assert len(set(ids)) == 3
+    other_ids, other_backoff = _drawn_in(seed=8)
+    assert set(ids).isdisjoint(other_ids)
+    assert backoff != other_backoff
