@@ -32,6 +32,7 @@ from moto import mock_aws
 from functions.worker.handler import handler as worker_handler
 from scheduler_core.adapters.aws import AwsClients
 from scheduler_core.adapters.dynamodb import DynamoJobStore
+from scheduler_core.adapters.dynamodb.transactions import TRANSACTION_CONTENTION_PAUSES
 from scheduler_core.composition import (
     build_dispatcher,
     build_job_service,
@@ -49,6 +50,7 @@ from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.retry import backoff
 from scheduler_core.domain.vocabulary import Priority, RunStatus
 from scheduler_core.ports import StoreContention
+from scheduler_core.services.admission import START_CONTENTION_PAUSES_MS
 from scheduler_core.services.claim_pauses import (
     CONTENTION_PAUSES_MS,
     URGENT_CONTENTION_PAUSES_MS,
@@ -732,6 +734,82 @@ def test_a_poll_tries_an_urgent_claim_no_later_than_it_stops(
     assert refused == [4]
     assert (sum(report.contended for report in reports), sum(len(r.claimed) for r in reports)) == (1, 0)
     assert [run.scheduled_for for report in cloud.poll() for run in report.claimed] == [fire_at]
+
+
+# Each try of a start is up to this many of its transaction, a moment apart (the adapter's).
+TRANSACTION_TRIES = len(TRANSACTION_CONTENTION_PAUSES) + 1
+
+
+def a_daily_run_at_its_time(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> RunMessage:
+    """A daily job's run, claimed by its create, its message received at the run's time (its
+    start is a transaction: the run's item and a running slot on its job)."""
+    fire_at = (clock.now() + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
+    clock.move_to(fire_at)
+    return RunMessage.model_validate_json(receive_one(cloud)["Body"])
+
+
+@pytest.mark.parametrize(
+    ("refusals", "started"),
+    [
+        pytest.param(len(START_CONTENTION_PAUSES_MS), True, id="throttle-passes-within-the-pauses"),
+        pytest.param(None, False, id="throttle-outlasts-the-pauses"),
+    ],
+)
+def test_a_start_the_table_throttles_is_tried_again_after_pauses(
+    cloud: SchedulerHarness,
+    clock: FrozenClock,
+    receiver: WebhookReceiver,
+    refusals: int | None,
+    started: bool,
+) -> None:
+    """The table throttles a cron's start at its time (the crons' :00 burst of starts and
+    ends), a transaction, which botocore does not retry: the worker tries it again after
+    each of START_CONTENTION_PAUSES_MS, so a throttle that passes within them makes the run
+    that much late, not a visibility timeout late. One that outlasts them fails the record:
+    the run waits, unstarted, for its message to come back."""
+    message = a_daily_run_at_its_time(cloud, clock, receiver)
+    due = from_ms(message.due_ms)
+    tries = len(START_CONTENTION_PAUSES_MS) + 1
+    if refusals is not None:
+        refusals *= TRANSACTION_TRIES  # every try but the last
+    ddb = cloud.clients.dynamodb()
+    with refusing(ddb, "TransactWriteItems", 400, TRANSACTION_THROTTLED, refusals) as refused:
+        if started:
+            assert cloud.executor.execute(message) is Outcome.SUCCEEDED
+        else:
+            with pytest.raises(StoreContention):
+                cloud.executor.execute(message)
+    assert refused == [(tries - 1 if started else tries) * TRANSACTION_TRIES]
+    paused = timedelta(milliseconds=sum(START_CONTENTION_PAUSES_MS))
+    assert clock.now() >= due + paused  # it waited, not spun
+    run = stored_run(cloud, message.run_id)
+    if started:
+        assert run.status is RunStatus.SUCCEEDED
+        assert calls(receiver, message.run_id) == ["1"]
+    else:
+        assert (run.status, run.attempt) == (RunStatus.PENDING, 1)
+        assert calls(receiver, message.run_id) == []
+
+
+def test_a_throttled_start_is_not_waited_for_past_the_invocations_end(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """With 0.5 s of the invocation left, the start throttled throughout is tried after
+    pauses of 50 and 200 ms (each try with its transaction's own, 120 ms in all), not after
+    the 500 ms one that would end past it."""
+    message = a_daily_run_at_its_time(cloud, clock, receiver)
+    cloud.executor.begin_invocation(ShortOnTime())
+    ddb = cloud.clients.dynamodb()
+    with (
+        refusing(ddb, "TransactWriteItems", 400, TRANSACTION_THROTTLED) as refused,
+        pytest.raises(StoreContention),
+    ):
+        cloud.executor.execute(message)
+    assert refused == [3 * TRANSACTION_TRIES]
+    assert calls(receiver, message.run_id) == []
 
 
 # --- 7. SQS refuses the send --------------------------------------------------------------------

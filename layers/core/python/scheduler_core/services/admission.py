@@ -25,6 +25,13 @@ from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import SlotsChanged, StoreContention
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
 
+# Pauses between the tries of a start the store contended (a transaction throttled, or in a
+# conflict with another on the job): a busy table throttles for about a second at a burst,
+# such as the crons' :00 of starts and ends, and botocore does not retry a transaction, so
+# tries at once would all meet the same second; given up, the record fails and its message
+# comes back after the visibility timeout. ADMISSION_TRIES tries, 1.75 s of pauses in all.
+START_CONTENTION_PAUSES_MS = (50, 200, 500, 1000)
+
 # How the worker reads a run's job again: the job going on, or the outcome for a run whose
 # job is gone, cancelled or paused (`RunExecutor._job_going_on`).
 JobGoingOn = Callable[[RunMessage, dict[str, object], Job | None, Run | None], Job | Outcome]
@@ -53,7 +60,13 @@ class RunAdmission:
         self._job_going_on = job_going_on
 
     def start(
-        self, job: Job, message: RunMessage, waiting: Run, owner: str, context: dict[str, object]
+        self,
+        job: Job,
+        message: RunMessage,
+        waiting: Run,
+        owner: str,
+        context: dict[str, object],
+        until: datetime | None = None,
     ) -> tuple[Run, Job | None] | Outcome:
         """Start the attempt (`waiting`, the run as read) under its job's concurrency policy
         (`overlap.admit`): take a running slot and return the run as started with the job
@@ -63,9 +76,12 @@ class RunAdmission:
 
         Each decision is written on the condition that the job is still as read (its slots,
         and for a start its version); if it changed, the job is read again and the decision
-        made again."""
+        made again, at once, or after the next of START_CONTENTION_PAUSES_MS if the store
+        contended the write. StoreContention when they are spent, or when the next would
+        reach `until` (the invocation's end)."""
         me = message.scheduled_for_ms
         due = from_ms(message.due_ms)
+        pauses = iter(START_CONTENTION_PAUSES_MS)
         for _ in range(ADMISSION_TRIES):
             now = self._clock.now()
             lease_until = now + self._lease
@@ -107,7 +123,11 @@ class RunAdmission:
             except SlotsChanged:
                 pass
             except StoreContention:
+                pause = timedelta(milliseconds=next(pauses, 0))
+                if not pause or (until is not None and self._clock.now() + pause >= until):
+                    raise
                 logger.info("running slots contended; deciding again", extra=context)
+                self._clock.sleep_until(self._clock.now() + pause)
             again = self._job_going_on(message, context, self._store.get_job(message.job_id), waiting)
             if isinstance(again, Outcome):
                 return again

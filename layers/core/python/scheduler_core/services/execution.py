@@ -135,7 +135,7 @@ class RunExecutor:
         # the run's time: one paused, cancelled or changed meanwhile is read again.
         self._clock.sleep_until(due)
         owner = uuid.uuid4().hex
-        started = self._admission.start(job, message, waiting, owner, context)
+        started = self._admission.start(job, message, waiting, owner, context, self._invocation_ends)
         if isinstance(started, Outcome):
             return started
         run, fenced = started

@@ -33,8 +33,9 @@ from scheduler_core.domain.entities import Attempt, Run
 from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef, SlotsChanged, StoreContention
 
-# Pauses (seconds) before a transaction cancelled by contention on its items is tried again.
-_CONTENTION_PAUSES = (0.02, 0.1)
+# Pauses (seconds) before a transaction cancelled by contention on its items is tried again
+# here, a moment apart (a service may try the whole write again after pauses of its own).
+TRANSACTION_CONTENTION_PAUSES = (0.02, 0.1)
 _CONTENTION_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 _PLACEHOLDER = re.compile(r"([#:])([A-Za-z_]\w*)")
 _CLAUSES = re.compile(r"(?:SET (?P<set>.+?))?\s*(?:REMOVE (?P<remove>.+))?")
@@ -58,7 +59,7 @@ class TransactionalWrites(TableAdapter):
             if reasons and reasons[0] == "ConditionalCheckFailed" and self._no_item(run_part["Key"]):
                 return self._write_with_job(kept, items[1])  # the run is kept on its job's item
             return reasons
-        for pause in (*_CONTENTION_PAUSES, None):
+        for pause in (*TRANSACTION_CONTENTION_PAUSES, None):
             try:
                 self._ddb.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
             except ClientError as error:
@@ -82,7 +83,7 @@ class TransactionalWrites(TableAdapter):
         request = dict(run_request)
         on_its_own = request.pop(ON_ITS_OWN, None)
         merged = merged_update(request, job_write["Update"])
-        for pause in (*_CONTENTION_PAUSES, None):
+        for pause in (*TRANSACTION_CONTENTION_PAUSES, None):
             try:
                 self._ddb.update_item(**merged, ReturnValuesOnConditionCheckFailure="ALL_OLD")
             except ClientError as error:
