@@ -688,6 +688,33 @@ def test_a_throttled_claim_of_a_firing_the_next_poll_would_make_late_is_tried_lo
     assert calls(receiver, run["run_id"]) == ["1"]
 
 
+def test_a_claim_lost_beside_a_throttled_item_is_lost_not_contended(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A claim's transaction cancelled because the job's condition failed while its run's
+    item was throttled: the condition's answer stands (tried again, the claim would only
+    lose again), so an urgent claim is tried once, not through its pauses, and counted
+    lost, not contended. (Here nothing changed the job: the next poll claims the firing.)"""
+    cloud.poll()
+    fire_at = (clock.now() + timedelta(minutes=3)).replace(second=0, microsecond=0)
+    cloud.create(hook(receiver, {"cron": f"{fire_at.minute} {fire_at.hour} * * *"}))
+    clock.move_to(fire_at - timedelta(seconds=70))
+    lost_beside_a_throttle = {
+        "Error": {
+            "Code": "TransactionCanceledException",
+            "Message": "[ConditionalCheckFailed, ThrottlingError]",
+        },
+        "CancellationReasons": [{"Code": "ConditionalCheckFailed"}, {"Code": "ThrottlingError"}],
+    }
+    ddb = cloud.clients.dynamodb()
+    with refusing(ddb, "TransactWriteItems", 400, lost_beside_a_throttle) as refused:
+        reports = cloud.poll()
+    assert refused == [1]
+    assert clock.now() == fire_at - timedelta(seconds=70)  # no pause
+    assert (sum(report.contended for report in reports), sum(len(r.claimed) for r in reports)) == (0, 0)
+    assert [run.scheduled_for for report in cloud.poll() for run in report.claimed] == [fire_at]
+
+
 @pytest.mark.parametrize("kind", [ONE_OFF, DAILY])
 def test_a_claim_due_soon_is_tried_briefly_outside_a_poll_or_for_a_one_off(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, kind: str

@@ -40,6 +40,9 @@ def is_throttling(error: ClientError) -> bool:
 
 
 POOL_CONNECTIONS = 32  # the most claim_parallelism allows
+# botocore's `max_attempts` counts retries: a call is made up to 6 times, standard mode
+# waiting a random share of 1, 2, 4, 8 and 16 s before the retries (throttles, 5xx,
+# timeouts). A cancelled transaction is not retried by it (see `transactions`).
 RETRY_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5},
     connect_timeout=3,

@@ -127,14 +127,18 @@ class TransactionalWrites(TableAdapter):
         return "Item" not in reply
 
     def _cancellation_reasons(self, error: ClientError, expected: int) -> list[str | None]:
-        """The per-item codes of a cancelled transaction; contention raises StoreContention."""
+        """The per-item codes of a cancelled transaction; contention raises StoreContention.
+        A condition that failed is an answer even beside an item throttled or in conflict:
+        tried again, the write would only lose again (after pauses, in a poll's urgent
+        claim, seconds of them)."""
         if is_contention(error):
             raise StoreContention(str(error)) from error
         if error_code(error) != "TransactionCanceledException":
             raise error
         cancellations: list[dict[str, Any]] = error.response.get("CancellationReasons", [])  # type: ignore[assignment]
         reasons = [reason.get("Code") for reason in cancellations] + [None] * expected
-        if any(reason in _CONTENTION_REASONS for reason in reasons):
+        lost = "ConditionalCheckFailed" in reasons
+        if not lost and any(reason in _CONTENTION_REASONS for reason in reasons):
             raise StoreContention(f"transaction cancelled: {reasons[:expected]}") from error
         return reasons[:expected]
 
