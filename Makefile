@@ -111,7 +111,7 @@ chaos: install
 # A short try: make capacity CAPACITY_ARGS='--scenario validate --scale 0.1'
 # midnight and steady are sampled (a fraction of the jobs run for real, the rest as shadow
 # load: bench/capacity/scenarios.py); CAPACITY_ARGS='--fraction 0.001' samples more.
-# Under 10 minutes here (six scenarios, midnight-warm's pre-warmed table among them).
+# Under 10 minutes here (six scenarios, two at a time: CAPACITY_ARGS='--jobs 1' runs one).
 CAPACITY_ARGS ?=
 .PHONY: capacity
 capacity: install

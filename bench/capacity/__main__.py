@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -41,6 +44,8 @@ SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {
 # of virtual time with the table throttling its writes): `make capacity-burst` runs it.
 EXTRA = ("burst-10m-tuned",)
 ALL = [name for name in SCENARIOS if name not in EXTRA]
+# Run side by side, the longest first (wall seconds here: 100-140, 80-100, 60-70).
+LONGEST_FIRST = ("steady-tuned", "midnight-tuned", "midnight", "midnight-warm", "validate", "steady")
 OUTPUT = Path("bench-results/capacity.json")
 
 
@@ -62,7 +67,44 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "(midnight, steady: 0.0002; burst-10m: 0.00002)",
     )
     parser.add_argument("--output", type=Path, default=OUTPUT, help=f"where to write the JSON ({OUTPUT})")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="scenarios run side by side, each in a process of its own (default: 2, or 1 on one CPU); "
+        "virtual time keeps their figures the same, their wall seconds grow",
+    )
     return parser.parse_args(argv)
+
+
+def scenario_argv(name: str, args: argparse.Namespace, output: Path) -> list[str]:
+    """The command line that runs one scenario of `args` alone, writing `output`."""
+    argv = ["--scenario", name, "--scale", str(args.scale), "--seed", str(args.seed), "--output", str(output)]
+    return argv + (["--fraction", str(args.fraction)] if args.fraction else [])
+
+
+def run_side_by_side(names: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Each scenario in a process of its own (`python -m bench.capacity --scenario NAME`),
+    `args.jobs` at a time, the longest first; their results, in `names`' order. A scenario
+    that fails prints its output and stops the run."""
+    order = sorted(names, key=lambda name: LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(names))
+    with tempfile.TemporaryDirectory(prefix="capacity-") as scratch:
+
+        def run(name: str) -> dict[str, Any]:
+            output = Path(scratch) / f"{name}.json"
+            command = [sys.executable, "-m", "bench.capacity", *scenario_argv(name, args, output)]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stdout + done.stderr, flush=True)
+                raise RuntimeError(f"scenario {name} failed (exit {done.returncode}): {' '.join(command)}")
+            result: dict[str, Any] = json.loads(output.read_text())["scenarios"][name]
+            print(f"  {name}: {result['wall_seconds']} s wall", flush=True)
+            return result
+
+        print(f"running {', '.join(order)} (scale {args.scale}), {args.jobs} at a time ...", flush=True)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {name: pool.submit(run, name) for name in order}
+            return {name: futures[name].result() for name in names}
 
 
 def summary_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
@@ -118,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     print(describe_machine(info), flush=True)
     results: dict[str, dict[str, Any]] = {}
-    for name in names:
+    if len(names) > 1 and args.jobs > 1:
+        results = run_side_by_side(names, args)
+    for name in (name for name in names if name not in results):
         print(f"running {name} (scale {args.scale}) ...", flush=True)
         extra = {"fraction": args.fraction} if args.fraction and name != "validate" else {}
         results[name] = SCENARIOS[name](scale=args.scale, seed=args.seed, **extra)

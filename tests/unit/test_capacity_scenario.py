@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from bench.capacity.__main__ import parse_args, run_side_by_side
 from bench.capacity.scenarios import OneOffLoad, midnight, put_jobs, run_one_off
 from bench.capacity.world import World
 from scheduler_core.domain.entities import Run
@@ -139,3 +140,15 @@ def test_a_world_draws_its_job_ids_and_botocores_backoff_from_its_seed():
     other_ids, other_backoff = _drawn_in(seed=8)
     assert set(ids).isdisjoint(other_ids)
     assert backoff != other_backoff
+
+
+def test_make_capacity_runs_scenarios_side_by_side_with_the_figures_each_gives_alone():
+    # Each in a process of its own, two at a time (make capacity's default on two CPUs):
+    # virtual time keeps a scenario's figures what it gives run alone in this process.
+    args = parse_args(["--scale", "0.01", "--seed", "3", "--jobs", "2"])
+    side_by_side = run_side_by_side(["validate", "midnight"], args)
+    assert list(side_by_side) == ["validate", "midnight"]
+    alone = midnight(scale=0.01, seed=3)
+    figures = ("runs_fired", "missed", "duplicated", "lateness_ms", "throttles", "write_units_per_run")
+    assert {key: side_by_side["midnight"][key] for key in figures} == {key: alone[key] for key in figures}
+    assert side_by_side["validate"]["runs_fired"] == side_by_side["validate"]["runs_expected"] > 0
