@@ -9,8 +9,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -47,6 +48,7 @@ ALL = [name for name in SCENARIOS if name not in EXTRA]
 # Run side by side, the longest first (wall seconds here: 100-140, 80-100, 60-70).
 LONGEST_FIRST = ("steady-tuned", "midnight-tuned", "midnight", "midnight-warm", "validate", "steady")
 OUTPUT = Path("bench-results/capacity.json")
+CHECKOUT = Path(__file__).resolve().parents[2]  # where `python -m bench.capacity` runs a scenario
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -84,27 +86,46 @@ def scenario_argv(name: str, args: argparse.Namespace, output: Path) -> list[str
 
 
 def run_side_by_side(names: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Each scenario in a process of its own (`python -m bench.capacity --scenario NAME`),
-    `args.jobs` at a time, the longest first; their results, in `names`' order. A scenario
-    that fails prints its output and stops the run."""
+    """Each scenario in a process of its own (`python -m bench.capacity --scenario NAME`,
+    from this checkout), `args.jobs` at a time, the longest first; their results, in
+    `names`' order. The first that fails prints its output and stops the run: the others
+    are stopped, or not begun."""
     order = sorted(names, key=lambda name: LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(names))
+    running: dict[str, subprocess.Popen[str]] = {}
+    stopping = threading.Event()
     with tempfile.TemporaryDirectory(prefix="capacity-") as scratch:
 
         def run(name: str) -> dict[str, Any]:
+            if stopping.is_set():
+                raise RuntimeError(f"scenario {name} not begun: another failed")
             output = Path(scratch) / f"{name}.json"
             command = [sys.executable, "-m", "bench.capacity", *scenario_argv(name, args, output)]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                print(done.stdout + done.stderr, flush=True)
-                raise RuntimeError(f"scenario {name} failed (exit {done.returncode}): {' '.join(command)}")
+            with subprocess.Popen(
+                command, cwd=CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            ) as child:
+                running[name] = child
+                printed, _ = child.communicate()
+            if child.returncode != 0:
+                if not stopping.is_set():
+                    print(printed, flush=True)
+                raise RuntimeError(f"scenario {name} failed (exit {child.returncode}): {' '.join(command)}")
             result: dict[str, Any] = json.loads(output.read_text())["scenarios"][name]
             print(f"  {name}: {result['wall_seconds']} s wall", flush=True)
             return result
 
         print(f"running {', '.join(order)} (scale {args.scale}), {args.jobs} at a time ...", flush=True)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {name: pool.submit(run, name) for name in order}
-            return {name: futures[name].result() for name in names}
+            futures = {pool.submit(run, name): name for name in order}
+            results: dict[str, dict[str, Any]] = {}
+            for future in as_completed(futures):
+                try:
+                    results[futures[future]] = future.result()
+                except BaseException:
+                    stopping.set()
+                    for child in running.values():
+                        child.kill()
+                    raise
+            return {name: results[name] for name in names}
 
 
 def summary_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:

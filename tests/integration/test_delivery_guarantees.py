@@ -45,7 +45,7 @@ from scheduler_core.domain.api_shapes import JobCreate
 from scheduler_core.domain.clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.messages import DeadLetter, RunMessage, run_message
-from scheduler_core.domain.outcomes import Outcome
+from scheduler_core.domain.outcomes import ADMISSION_TRIES, Outcome
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.retry import backoff
 from scheduler_core.domain.vocabulary import Priority, RunStatus
@@ -821,12 +821,44 @@ def test_a_start_the_table_throttles_is_tried_again_after_pauses(
         assert calls(receiver, message.run_id) == []
 
 
+@pytest.mark.parametrize(
+    "reasons",
+    [
+        pytest.param(["ConditionalCheckFailed", "ThrottlingError"], id="run-changed-beside-a-throttled-job"),
+        pytest.param(["ThrottlingError", "ConditionalCheckFailed"], id="job-changed-beside-a-throttled-run"),
+    ],
+)
+def test_a_start_lost_beside_a_throttled_item_is_decided_again_at_once(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, reasons: list[str]
+) -> None:
+    """A start's transaction cancelled because the run's or the job's condition failed while
+    the other item was throttled, each time: a lost race, so neither the adapter nor the
+    admission tries the same write again, or pauses; the run or the job is read again and
+    the start decided again at once, ADMISSION_TRIES times, then given up (here nothing
+    changed, so it kept losing). Were it contention, 3 transactions a try, and pauses."""
+    message = a_daily_run_at_its_time(cloud, clock, receiver)
+    lost_beside_a_throttle = {
+        "Error": {"Code": "TransactionCanceledException", "Message": f"cancelled {reasons}"},
+        "CancellationReasons": [{"Code": reason} for reason in reasons],
+    }
+    ddb = cloud.clients.dynamodb()
+    with (
+        refusing(ddb, "TransactWriteItems", 400, lost_beside_a_throttle) as refused,
+        pytest.raises(StoreContention, match="kept changing"),
+    ):
+        cloud.executor.execute(message)
+    assert refused == [ADMISSION_TRIES]
+    assert clock.now() == from_ms(message.due_ms)  # no pause
+    assert calls(receiver, message.run_id) == []
+
+
 def test_a_throttled_start_is_not_waited_for_past_the_invocations_end(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
     """With 0.5 s of the invocation left, the start throttled throughout is tried after
-    pauses of 50 and 200 ms (each try with its transaction's own, 120 ms in all), not after
-    the 500 ms one that would end past it."""
+    pauses of 50 and 200 ms, not after the 500 ms one that would end past it. (Each try is
+    three of its transaction, the adapter's quick tries, in wall time: the frozen clock sees
+    the pauses only.)"""
     message = a_daily_run_at_its_time(cloud, clock, receiver)
     cloud.executor.begin_invocation(ShortOnTime())
     ddb = cloud.clients.dynamodb()

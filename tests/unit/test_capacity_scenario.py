@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+import pytest
+
+import bench.capacity.__main__ as capacity_main
 from bench.capacity.__main__ import parse_args, run_side_by_side
 from bench.capacity.scenarios import OneOffLoad, midnight, put_jobs, run_one_off
 from bench.capacity.world import World
@@ -152,3 +155,12 @@ def test_make_capacity_runs_scenarios_side_by_side_with_the_figures_each_gives_a
     figures = ("runs_fired", "missed", "duplicated", "lateness_ms", "throttles", "write_units_per_run")
     assert {key: side_by_side["midnight"][key] for key in figures} == {key: alone[key] for key in figures}
     assert side_by_side["validate"]["runs_fired"] == side_by_side["validate"]["runs_expected"] > 0
+
+
+def test_a_scenario_that_fails_stops_make_capacity_and_shows_its_output(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(capacity_main, "scenario_argv", lambda *_: ["--scenario", "no-such-scenario"])
+    with pytest.raises(RuntimeError, match="scenario validate failed"):
+        run_side_by_side(["validate"], parse_args([]))
+    assert "invalid choice: 'no-such-scenario'" in capsys.readouterr().out

@@ -25,11 +25,12 @@ from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import SlotsChanged, StoreContention
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
 
-# Pauses between the tries of a start the store contended (a transaction throttled, or in a
-# conflict with another on the job): a busy table throttles for about a second at a burst,
-# such as the crons' :00 of starts and ends, and botocore does not retry a transaction, so
-# tries at once would all meet the same second; given up, the record fails and its message
-# comes back after the visibility timeout. ADMISSION_TRIES tries, 1.75 s of pauses in all.
+# Pauses between the tries of a start in a running slot the store contended (its
+# transaction cancelled, throttled or in a conflict with another on the job): a busy table
+# throttles for about a second at a burst, such as the crons' :00 of starts and ends, and
+# botocore does not retry a cancelled transaction, so tries at once would all meet the same
+# second; given up, the record fails and its message comes back after the visibility
+# timeout. At most 1.75 s of pauses, within the ADMISSION_TRIES tries.
 START_CONTENTION_PAUSES_MS = (50, 200, 500, 1000)
 
 # How the worker reads a run's job again: the job going on, or the outcome for a run whose
@@ -82,7 +83,7 @@ class RunAdmission:
         me = message.scheduled_for_ms
         due = from_ms(message.due_ms)
         pauses = iter(START_CONTENTION_PAUSES_MS)
-        for _ in range(ADMISSION_TRIES):
+        for attempt in range(1, ADMISSION_TRIES + 1):
             now = self._clock.now()
             lease_until = now + self._lease
             timer = self._lifecycle.start_timer(waiting, now, lease_until)
@@ -124,7 +125,8 @@ class RunAdmission:
                 pass
             except StoreContention:
                 pause = timedelta(milliseconds=next(pauses, 0))
-                if not pause or (until is not None and self._clock.now() + pause >= until):
+                last = attempt == ADMISSION_TRIES or not pause
+                if last or (until is not None and self._clock.now() + pause >= until):
                     raise
                 logger.info("running slots contended; deciding again", extra=context)
                 self._clock.sleep_until(self._clock.now() + pause)
