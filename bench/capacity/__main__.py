@@ -122,7 +122,7 @@ def run_side_by_side(names: list[str], args: argparse.Namespace) -> dict[str, di
                     results[futures[future]] = future.result()
                 except BaseException:
                     stopping.set()
-                    for child in running.values():
+                    for child in list(running.values()):  # a thread may be adding one
                         child.kill()
                     raise
             return {name: results[name] for name in names}
