@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from scheduler_core.domain.clock import Clock, from_ms
 from scheduler_core.domain.entities import Job, Run
@@ -23,6 +24,7 @@ from scheduler_core.domain.run_state import WAITING
 from scheduler_core.domain.vocabulary import JobStatus, MisfirePolicy, Overlap
 from scheduler_core.observability import logger, metrics
 from scheduler_core.ports import SlotsChanged, StoreContention
+from scheduler_core.services.contention import paused
 from scheduler_core.services.lifecycle import RunLifecycle, RunStore, is_last
 
 # Pauses between the tries of a start in a running slot the store contended (its
@@ -82,7 +84,7 @@ class RunAdmission:
         reach `until` (the invocation's end)."""
         me = message.scheduled_for_ms
         due = from_ms(message.due_ms)
-        pauses = iter(START_CONTENTION_PAUSES_MS)
+        pauses = (timedelta(milliseconds=pause) for pause in START_CONTENTION_PAUSES_MS)
         for attempt in range(1, ADMISSION_TRIES + 1):
             now = self._clock.now()
             lease_until = now + self._lease
@@ -124,12 +126,10 @@ class RunAdmission:
             except SlotsChanged:
                 pass
             except StoreContention:
-                pause = timedelta(milliseconds=next(pauses, 0))
-                last = attempt == ADMISSION_TRIES or not pause
-                if last or (until is not None and self._clock.now() + pause >= until):
+                pause = next(pauses, None) if attempt < ADMISSION_TRIES else None
+                again_after = partial(logger.info, "running slots contended; deciding again", extra=context)
+                if not paused(self._clock, pause, until, again_after):
                     raise
-                logger.info("running slots contended; deciding again", extra=context)
-                self._clock.sleep_until(self._clock.now() + pause)
             again = self._job_going_on(message, context, self._store.get_job(message.job_id), waiting)
             if isinstance(again, Outcome):
                 return again

@@ -29,9 +29,23 @@ def through_contention(
         try:
             return write()
         except StoreContention:
-            if pause is None or (until is not None and clock.now() + pause >= until):
+            if not paused(clock, pause, until, on_retry):
                 raise
-            if on_retry is not None:
-                on_retry()
-            clock.sleep_until(clock.now() + pause)
     raise AssertionError("the last try returns or raises")
+
+
+def paused(
+    clock: Clock,
+    pause: timedelta | None,
+    until: datetime | None,
+    on_retry: Callable[[], None] | None = None,
+) -> bool:
+    """Whether a contended write is tried again: after `pause`, slept here (`on_retry` told
+    first); not if there is no pause left (None) or it would reach `until`. For a loop that
+    decides again between its tries (`admission`); `through_contention` tries one write."""
+    if pause is None or (until is not None and clock.now() + pause >= until):
+        return False
+    if on_retry is not None:
+        on_retry()
+    clock.sleep_until(clock.now() + pause)
+    return True
