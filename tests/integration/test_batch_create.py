@@ -114,7 +114,8 @@ def test_a_batch_takes_each_minutes_count_in_one_write_and_sends_its_claimed_run
 
     assert reply.status == 201, reply.body
     assert calls.count("dynamodb.PutItem") == 25  # each job's own conditional write
-    assert calls.count("dynamodb.UpdateItem") == 1  # the minute's count, once for all 25
+    # The minute's count, once for all 25, and the one item that lists them all.
+    assert calls.count("dynamodb.UpdateItem") == 2
     assert calls.count("sqs.SendMessageBatch") == 3  # 25 claimed runs, 10 a call
     assert "sqs.SendMessage" not in calls
     assert minute_count(cloud, soon) == 25
@@ -202,11 +203,11 @@ def fail_once(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, name: st
     put = cloud.api_store.put_job_if_absent
     failed: list[str] = []
 
-    def throttled_once(job: Job) -> bool:
+    def throttled_once(job: Job, listed: bool = True) -> bool:
         if job.name == name and not failed:
             failed.append(job.job_id)
             raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
-        return put(job)
+        return put(job, listed)
 
     monkeypatch.setattr(cloud.api_store, "put_job_if_absent", throttled_once)
     return failed

@@ -30,14 +30,15 @@ from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions,
 class _FakeRecords(FakeTable):
     # --- JobRecords ---------------------------------------------------------------------
 
-    def put_job_if_absent(self, job: Job) -> bool:
+    def put_job_if_absent(self, job: Job, listed: bool = True) -> bool:
+        # Listed or not (its batch's listing lists it), the fake lists every job of a tenant.
         with self._lock:
             if job.job_id in self._jobs:
                 return False
             self._jobs[job.job_id] = job
             return True
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
         with self._lock:
             if not self.put_job_if_absent(job):
                 return None
@@ -119,6 +120,9 @@ class _FakeRecords(FakeTable):
         return Page(
             page, encode_cursor({"tenant": tenant, "created_key": created_key(page[-1])}) if more else None
         )
+
+    def list_together(self, tenant: str, listing_id: str, job_ids: Sequence[str], now: datetime) -> None:
+        """Nothing to write: the fake lists a tenant's jobs by their `tenant` (`list_jobs`)."""
 
     def list_runs(self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None) -> Page:
         after = decode_cursor(cursor, ("job_id", "scheduled_for_ms")) if cursor else None

@@ -79,9 +79,12 @@ class CreateOnce(Protocol):
 class JobRecords(Protocol):
     """A job created once, read, replaced if unchanged since it was read, cancelled while active."""
 
-    def put_job_if_absent(self, job: Job) -> bool: ...
+    def put_job_if_absent(self, job: Job, listed: bool = True) -> bool:
+        """A new job; False if one with its id exists. Not `listed`: the tenant's listing
+        finds it through the listing its batch wrote first (`Listing.list_together`)."""
+        ...
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
         """A new job written with its only firing (`run`) claimed, as a put and the claim of
         that firing would leave it; the run as claimed, or None if the job exists already."""
         ...
@@ -116,6 +119,12 @@ class Listing(Protocol):
         status: JobStatus | None,
         name_prefix: str | None = None,
     ) -> Page: ...
+
+    def list_together(self, tenant: str, listing_id: str, job_ids: Sequence[str], now: datetime) -> None:
+        """List `job_ids` (jobs of `tenant` a batch is about to write, not `listed`) among the
+        tenant's jobs as made `now`, under one listing (`listing_id`: written again with more
+        ids, it lists them all)."""
+        ...
 
     def list_runs(
         self, job_id: str, limit: int, cursor: str | None, status: RunStatus | None = None

@@ -14,12 +14,19 @@ JOB_SK = "JOB"
 RUN_SK_PREFIX = "RUN#"
 WATERMARK_SK = "WATERMARK"
 SIGNING_SK = "SIGNING_KEYS"
+LISTING_SK = "LISTING"
+LISTING_PK_PREFIX = "LISTING#"
 _MINUTE_MS = 60_000
 _CANONICAL_MS = re.compile(r"0|[1-9][0-9]*")
 
 
 def job_pk(job_id: str) -> str:
     return f"JOB#{job_id}"
+
+
+def listing_pk(listing_id: str) -> str:
+    """Where the jobs a batch made are listed together (one tenant index entry for them all)."""
+    return f"{LISTING_PK_PREFIX}{listing_id}"
 
 
 def workflows_of(tenant: str) -> str:

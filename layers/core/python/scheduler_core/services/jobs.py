@@ -217,7 +217,8 @@ class JobService:
         # Eventually consistent (half the read units): a job it misses, made in the last
         # second, is found by its put's condition; only its quota count is not given back.
         existing = self._store.get_jobs([job.job_id for job in jobs], consistent=False) if batch_id else {}
-        outcomes = self._put_batch([job for job in jobs if job.job_id not in existing], now)
+        listing = batch_id or uuid.uuid4().hex
+        outcomes = self._put_batch(tenant, listing, [job for job in jobs if job.job_id not in existing], now)
         self._enqueue_claimed(
             [run for outcome in outcomes.values() if isinstance(outcome, list) for run in outcome]
         )
@@ -236,20 +237,27 @@ class JobService:
             raise BatchPartlyMade(failed[0], [job.job_id for job in made])
         return made
 
-    def _put_batch(self, jobs: list[Job], now: datetime) -> dict[str, list[Run] | Exception | None]:
+    def _put_batch(
+        self, tenant: str, listing: str, jobs: list[Job], now: datetime
+    ) -> dict[str, list[Run] | Exception | None]:
         """Write `jobs`, none of which exists (a new id each, or one read as missing), side by
         side and within the tenant's quotas: by id, the runs each write claimed, or the error
         it met, or None where the item was found there, which is this request's own write
-        retried by botocore after an answer was lost (no count is given back for it)."""
+        retried by botocore after an answer was lost (no count is given back for it). Once
+        the quotas admit them, and before any is written, one item lists them all
+        (`listing`: `Listing.list_together`), so none is ever unlisted; their own items then
+        have no entry in the tenant index, a write unit less each."""
         outcomes: dict[str, list[Run] | Exception | None] = {}
 
         def put_one(job: Job) -> None:
             try:
-                outcomes[job.job_id] = self._put_new(job, now)
+                outcomes[job.job_id] = self._put_new(job, now, listed=False)
             except Exception as error:  # the others are written all the same
                 outcomes[job.job_id] = error
 
         def put_all(batch: list[Job]) -> list[bool]:
+            if batch:
+                self._store.list_together(tenant, listing, [job.job_id for job in batch], now)
             try:
                 self._runner.map(put_one, batch)
             except Exception as error:  # the runner's own failure (a thread that would not start)
@@ -285,13 +293,14 @@ class JobService:
         )
         return job.model_copy(update=self._admit_request(request, job))
 
-    def _put_new(self, job: Job, now: datetime) -> list[Run] | None:
+    def _put_new(self, job: Job, now: datetime, listed: bool = True) -> list[Run] | None:
         """Write a new job: a one-off due soon with its firing claimed, in one write. The runs
-        claimed with it; None if the job exists already."""
+        claimed with it; None if the job exists already. Not `listed`: its batch's listing
+        lists it (`Listing.list_together`)."""
         claiming = self._dispatcher.claimed_at_create(job, now)
         if claiming is None:
-            return [] if self._store.put_job_if_absent(job) else None
-        run = self._store.put_job_claimed_if_absent(job, claiming, now)
+            return [] if self._store.put_job_if_absent(job, listed) else None
+        run = self._store.put_job_claimed_if_absent(job, claiming, now, listed)
         return None if run is None else [run]
 
     def _enqueue_claimed(self, runs: list[Run]) -> None:

@@ -107,12 +107,14 @@ class ItemCodec:
         self._shards = shard_count
         self._retention = timedelta(days=retention_days)
 
-    def job_item(self, job: Job) -> dict[str, Any]:
+    def job_item(self, job: Job, listed: bool = True) -> dict[str, Any]:
+        """The item of `job`; not `listed`: a job listed in the tenant index by its batch's
+        listing item (`listed_together`), not by an entry of its own."""
         values: dict[str, Any] = {
             "pk": keys.job_pk(job.job_id),
             "sk": keys.JOB_SK,
             "job_id": job.job_id,
-            **self._listed(job),
+            **self._listed(job, listed),
             "created_key": f"{to_ms(job.created_at):013d}#{job.job_id}",
             "name": job.name,
             "status": str(job.status),
@@ -160,16 +162,16 @@ class ItemCodec:
         return to_item(values)
 
     @staticmethod
-    def _listed(job: Job) -> dict[str, Any]:
+    def _listed(job: Job, listed: bool = True) -> dict[str, Any]:
         """Where the tenant index lists a job item (`tenant`, its key): a job under its tenant,
         a workflow under `keys.workflows_of` its tenant, a task nowhere (`tenant_id` then holds
-        the tenant)."""
+        the tenant), nor a job its batch's listing item lists (`tenant_id` too)."""
         if job.kind is JobKind.JOB:
-            return {"tenant": job.tenant}
-        listed = {"kind": str(job.kind), "tenant_id": job.tenant}
+            return {"tenant": job.tenant} if listed else {"tenant_id": job.tenant}
+        named = {"kind": str(job.kind), "tenant_id": job.tenant}
         if job.kind is JobKind.WORKFLOW:
-            listed["tenant"] = keys.workflows_of(job.tenant)
-        return listed
+            named["tenant"] = keys.workflows_of(job.tenant)
+        return named
 
     @staticmethod
     def job_from_item(item: Mapping[str, Any]) -> Job:

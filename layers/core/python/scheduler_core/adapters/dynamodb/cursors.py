@@ -17,12 +17,13 @@ def encode_cursor(key: Mapping[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(cursor: str, key_names: Collection[str]) -> dict[str, Any]:
+def decode_cursor(cursor: str, key_names: Collection[str], optional: Collection[str] = ()) -> dict[str, Any]:
+    """The key a cursor holds: exactly `key_names`, and any of `optional`."""
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CursorNotValid("not base64url JSON") from exc
-    if not isinstance(key, dict) or set(key) != set(key_names):
+    if not isinstance(key, dict) or not set(key_names) <= set(key) <= {*key_names, *optional}:
         raise CursorNotValid("not this listing's key")
     if not all(
         isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

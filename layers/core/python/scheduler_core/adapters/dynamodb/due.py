@@ -286,13 +286,17 @@ class DueIndexTable(TransactionalWrites):
         assert kept is not None, "the update wrote the run"
         return self._codec.job_from_item(item), kept
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime) -> Run | None:
+    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
         """A new job whose only firing is `run`, written claimed: the item a put and then the
         claim of its last firing (`_claim_with_job`) leave, in one PutItem. Nobody can have
         read a job before it exists, so the put's own condition fences the claim. The run
-        as claimed; None if a job with its id exists already."""
+        as claimed; None if a job with its id exists already. `listed`: as `put_job_if_absent`."""
         kept = run.model_copy(update={"with_job": True})
-        item = {name: value for name, value in self._codec.job_item(job).items() if name != "next_fire_at_ms"}
+        item = {
+            name: value
+            for name, value in self._codec.job_item(job, listed).items()
+            if name != "next_fire_at_ms"
+        }
         item |= to_item({"version": job.version + 1, "updated_at_ms": to_ms(now)})
         item |= self._codec.run_with_job_item(kept, now)
         assert job.next_fire_at is not None, "a one-off's firing"

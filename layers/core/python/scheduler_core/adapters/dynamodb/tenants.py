@@ -2,7 +2,8 @@
 is a one-off operation, not a request path), and moved item by item with conditions.
 
 A job item names its tenant in `tenant` (the tenant index's key: the tenant for a job,
-`WORKFLOWS#<tenant>` for a workflow) and, for workflows and tasks, in `tenant_id`. Quota
+`WORKFLOWS#<tenant>` for a workflow) and, for workflows and tasks, in `tenant_id`; a job its
+batch's listing lists names it in `tenant_id` only. Quota
 counters live under `QUOTA#<tenant>`, signing keys under `SIGNING#<tenant>`."""
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ class TenantRecordsTable(TableAdapter):
             "now": to_ms(now),
         }
         if kind is JobKind.JOB:
-            sets = "tenant = :new"
+            # A job its batch's listing listed (`tenant_id`) is listed on its own under the
+            # new tenant: the old tenant's listing no longer lists it (`ListingTable`).
+            sets = "tenant = :new REMOVE tenant_id"
         elif kind is JobKind.WORKFLOW:
             sets, values["listed"] = "tenant = :listed, tenant_id = :new", keys.workflows_of(new)
         else:
@@ -89,7 +92,7 @@ class TenantRecordsTable(TableAdapter):
                 "TableName": self._table,
                 "Key": self._codec.job_key(item.job_id),
                 "UpdateExpression": (
-                    f"SET spec = :spec, {sets}, version = version + :one, updated_at_ms = :now"
+                    f"SET spec = :spec, version = version + :one, updated_at_ms = :now, {sets}"
                 ),
                 "ConditionExpression": "spec = :read AND (tenant = :old OR tenant_id = :old)",
                 "ExpressionAttributeValues": expression_values(**values),
