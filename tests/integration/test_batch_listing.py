@@ -151,3 +151,21 @@ def test_a_tenant_move_lists_a_batchs_jobs_under_the_new_tenant_only(
     assert cloud.jobs.list(old, limit=10, cursor=None, status=None).items == []
     moved = cloud.call("GET", f"/v1/jobs/{made[0].job_id}", principal=alice_id).body
     assert moved["name"] == "m0"
+
+
+def test_a_page_reads_only_the_listings_it_reaches(cloud: SchedulerHarness) -> None:
+    for n in range(3):
+        make_batch(cloud, [f"batch{n}-{i}" for i in range(5)])
+    reads: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        reads.append(sum(len(asked["Keys"]) for asked in params["RequestItems"].values()))
+
+    client = cloud.clients.dynamodb()
+    client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    try:
+        page = cloud.call("GET", "/v1/jobs?limit=3").body
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    assert len(page["items"]) == 3 and page["next_cursor"]
+    assert reads == [1, 3]  # the newest batch's listing item, then three of its jobs

@@ -102,10 +102,10 @@ def test_a_key_sent_while_its_first_create_is_in_progress_is_a_409(
     meanwhile: list[ApiReply] = []
     put = DynamoJobStore.put_job_if_absent
 
-    def put_while_another_arrives(store: DynamoJobStore, job: Any) -> None:
+    def put_while_another_arrives(store: DynamoJobStore, job: Any, listed: bool = True) -> None:
         if not meanwhile:
             meanwhile.append(create(cloud, body, "slow"))
-        put(store, job)
+        put(store, job, listed)
 
     monkeypatch.setattr(DynamoJobStore, "put_job_if_absent", put_while_another_arrives)
     first = create(cloud, body, "slow")

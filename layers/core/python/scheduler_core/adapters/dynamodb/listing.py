@@ -165,12 +165,11 @@ class ListingTable(TableAdapter):
         while True:
             request = query | ({"ExclusiveStartKey": exclusive} if exclusive else {})
             page = self._ddb.query(**request)
-            entries = page.get("Items", [])
-            listings = iter(self._items_of([entry for entry in entries if _is_listing(entry)], ("job_ids",)))
-            for entry in entries:
+            for entry in page.get("Items", []):
                 at = {name: from_value(entry[name]) for name in _TENANT_ENTRY}
-                if _is_listing(entry):
-                    yield from _jobs_in(at, next(listings), 0)
+                if _is_listing(entry):  # read when the listing reaches it: a page may stop in one
+                    [listing] = self._items_of([entry], ("job_ids",))
+                    yield from _jobs_in(at, listing, 0)
                 else:
                     yield _Listed({"pk": entry["pk"], "sk": entry["sk"]}, at, on_its_own=True)
             if "LastEvaluatedKey" not in page:
