@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from moto import mock_aws
@@ -173,9 +174,9 @@ class World:
         self.sim = Sim(START)
         self.clock = SimClock(self.sim)
         self.latency = LatencyModel(seed, latency_factor)
-        # Jobs put by the scenarios draw their ids from the seed too (a stream of its own, so
-        # the latency draws stay as they were): an id is its job's shard and keys, and uuid4
-        # ids moved a scenario's tail from run to run.
+        # Jobs put by the scenarios or made by the api draw their ids from the seed too (a
+        # stream of its own, so the latency draws stay as they were): an id is its job's shard
+        # and keys, and uuid4 ids moved a scenario's tail from run to run.
         self._job_ids = random.Random(f"job ids {seed}")
         self._seed = seed
         self.capacity = CapacityModel()
@@ -271,9 +272,8 @@ class World:
     def _build_functions(self) -> None:
         settings, clock = self.settings, self.clock
         sim, aws, account = self.sim, self.aws, self.account
-        self.api = Function(
-            "api", sim, aws, account, lambda c: build_job_service(settings, c, clock), API_TIMEOUT_SECONDS
-        )
+        api = partial(build_job_service, settings, clock=clock, new_id=self.new_job_id)
+        self.api = Function("api", sim, aws, account, api, API_TIMEOUT_SECONDS)
         self.worker = Function(
             "worker",
             sim,

@@ -3,6 +3,7 @@ and the system clock, once per process and on first use (never at import time)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import lru_cache
 
@@ -133,10 +134,15 @@ def build_target_check(settings: Settings, clients: AwsClients) -> TargetCheck:
 
 
 def build_job_service(
-    settings: Settings, clients: AwsClients, clock: Clock, store: DynamoJobStore | None = None
+    settings: Settings,
+    clients: AwsClients,
+    clock: Clock,
+    store: DynamoJobStore | None = None,
+    new_id: Callable[[], str] | None = None,
 ) -> JobService:
     """The API's service, jobs and workflows on one store, dispatcher, lifecycle, target
-    access and idempotency records (one record table, one invocation context)."""
+    access and idempotency records (one record table, one invocation context); `new_id`: as
+    `JobService`'s (a simulation draws ids from its seed)."""
     store = store or build_store(settings, clients)
     dispatcher = build_dispatcher(settings, clients, clock, store)
     lifecycle = build_lifecycle(settings, clients, clock, store)
@@ -163,6 +169,7 @@ def build_job_service(
         audit=build_audit_log(settings, clients, clock),
         tenancy=Tenancy(settings.per_session_tenant_roles),
         runner=Threads(settings.claim_parallelism),
+        new_id=new_id,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -97,11 +97,13 @@ class JobService:
         audit: AuditLog | None = None,
         tenancy: Tenancy | None = None,
         runner: Runner | None = None,
+        new_id: Callable[[], str] | None = None,
     ) -> None:
         """`workflows`: the workflows API (`self.workflows`), when this API serves one;
         `secrets`: where secret headers are sealed (None: refused); `signing`: the tenants'
         webhook signing secrets (None: not made); `runner`: how a batch's writes run side by
-        side (default: one after the other)."""
+        side (default: one after the other); `new_id`: the id of a job made without a key
+        (and of an unkeyed batch's listing), 32 hex digits (default: a random uuid4's)."""
         self._store = store
         # Who a caller is (the API's tenant of each request).
         self.tenancy = tenancy or Tenancy()
@@ -122,6 +124,7 @@ class JobService:
         self._control = JobControl(store, dispatcher, clock, lifecycle, self._admit_request, first_firing)
         self.workflows = workflows
         self._runner: Runner = runner or InOrder()
+        self._new_id = new_id or (lambda: uuid.uuid4().hex)
 
     def _admit_request(self, request: JobCreate, job: Job) -> dict[str, Any]:
         """What a job's fields cannot say alone, for a create and for a patch alike (`job`: as
@@ -217,7 +220,7 @@ class JobService:
         # Eventually consistent (half the read units): a job it misses, made in the last
         # second, is found by its put's condition; only its quota count is not given back.
         existing = self._store.get_jobs([job.job_id for job in jobs], consistent=False) if batch_id else {}
-        listing = batch_id or uuid.uuid4().hex
+        listing = batch_id or self._new_id()
         outcomes = self._put_batch(tenant, listing, [job for job in jobs if job.job_id not in existing], now)
         self._enqueue_claimed(
             [run for outcome in outcomes.values() if isinstance(outcome, list) for run in outcome]
@@ -274,7 +277,7 @@ class JobService:
         """The job a create makes, admitted (`_admit_request`), not yet written."""
         schedule = request.schedule
         job = Job(
-            job_id=job_id or uuid.uuid4().hex,
+            job_id=job_id or self._new_id(),
             tenant=tenant,
             name=request.name,
             status=JobStatus.SCHEDULED,
