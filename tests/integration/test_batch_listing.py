@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from scheduler_core.adapters.dynamodb import TENANT_INDEX
 from scheduler_core.composition import build_tenant_migration
+from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import JobCreate
-from tests.support.events import ACCOUNT, ALICE, ALICE_TENANT, BOB
+from scheduler_core.domain.entities import Job
+from tests.support.events import ACCOUNT, ALICE, ALICE_TENANT, BOB, BOB_TENANT
 from tests.support.harness import FrozenClock, SchedulerHarness
 
 RECURRING = {"schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": "https://example.com/hook"}}
@@ -97,21 +101,26 @@ def test_another_tenant_sees_none_of_a_batch_and_cannot_use_its_cursor(
 ) -> None:
     assert every_page(cloud, "", 5, caller=BOB) == [[]]
     inside = cloud.call("GET", "/v1/jobs?limit=2").body["next_cursor"]  # inside the newest batch
-    assert "at" in json.loads(base64.urlsafe_b64decode(inside))
+    assert "after" in json.loads(base64.urlsafe_b64decode(inside))
     reply = cloud.call("GET", f"/v1/jobs?cursor={inside}", caller=BOB)
     assert reply.status == 400
     [detail] = reply.body["error"]["details"]
     assert detail["field"] == "cursor"
 
 
-@pytest.mark.parametrize("at", [0, -1, "1", True, None])
-def test_a_forged_place_in_a_batch_is_a_400_naming_the_cursor(
-    cloud: SchedulerHarness, mixed: list[str], at: Any
+def forged(cursor: str, **changes: Any) -> str:
+    key = json.loads(base64.urlsafe_b64decode(cursor)) | changes
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "change", [{"after": 0}, {"after": True}, {"after": None}, {"sk": 1}, {"created_key": 5}, {"pk": 2}]
+)
+def test_a_forged_cursor_of_another_shape_is_a_400_naming_the_cursor(
+    cloud: SchedulerHarness, mixed: list[str], change: dict[str, Any]
 ) -> None:
     inside = cloud.call("GET", "/v1/jobs?limit=2").body["next_cursor"]
-    key = json.loads(base64.urlsafe_b64decode(inside)) | {"at": at}
-    forged = base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
-    reply = cloud.call("GET", f"/v1/jobs?cursor={forged}")
+    reply = cloud.call("GET", f"/v1/jobs?cursor={forged(inside, **change)}")
     assert reply.status == 400, reply.body
     [detail] = reply.body["error"]["details"]
     assert detail["field"] == "cursor"
@@ -119,11 +128,20 @@ def test_a_forged_place_in_a_batch_is_a_400_naming_the_cursor(
 
 def test_a_place_in_a_batch_on_a_jobs_own_entry_is_a_400(cloud: SchedulerHarness, mixed: list[str]) -> None:
     own = cloud.call("GET", "/v1/jobs?limit=1").body["next_cursor"]  # after the newest single job
-    key = json.loads(base64.urlsafe_b64decode(own)) | {"at": 1}
-    forged = base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
-    reply = cloud.call("GET", f"/v1/jobs?cursor={forged}")
+    reply = cloud.call("GET", f"/v1/jobs?cursor={forged(own, after='f' * 32)}")
     assert reply.status == 400, reply.body
     assert "listing" in reply.body["error"]["details"][0]["message"]
+
+
+def test_a_cursor_naming_another_tenants_batch_lists_none_of_it(
+    cloud: SchedulerHarness, mixed: list[str]
+) -> None:
+    theirs = cloud.call("GET", "/v1/jobs?limit=2").body["next_cursor"]  # inside Alice's newest batch
+    key = json.loads(base64.urlsafe_b64decode(theirs))
+    reply = cloud.call("GET", f"/v1/jobs?cursor={forged(theirs, tenant=BOB_TENANT)}", caller=BOB)
+    assert reply.status == 200, reply.body
+    assert reply.body["items"] == []
+    assert key["tenant"] == ALICE_TENANT
 
 
 def test_a_keyed_batch_sent_again_lists_its_jobs_once(cloud: SchedulerHarness) -> None:
@@ -167,5 +185,123 @@ def test_a_page_reads_only_the_listings_it_reaches(cloud: SchedulerHarness) -> N
         page = cloud.call("GET", "/v1/jobs?limit=3").body
     finally:
         client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
-    assert len(page["items"]) == 3 and page["next_cursor"]
+    assert len(page["items"]) == 3
+    assert page["next_cursor"]
     assert reads == [1, 3]  # the newest batch's listing item, then three of its jobs
+
+
+def one_off(at: datetime, name: str) -> dict[str, Any]:
+    return {"name": name, "schedule": {"at": at.isoformat()}, "target": RECURRING["target"]}
+
+
+def index_entries(cloud: SchedulerHarness) -> list[str]:
+    """The pks of the tenant index's entries for Alice."""
+    entries = cloud.clients.dynamodb().query(
+        TableName=cloud.settings.jobs_table_name,
+        IndexName=TENANT_INDEX,
+        KeyConditionExpression="tenant = :tenant",
+        ExpressionAttributeValues={":tenant": {"S": ALICE_TENANT}},
+    )["Items"]
+    return [entry["pk"]["S"] for entry in entries]
+
+
+def minute_count(cloud: SchedulerHarness, at: datetime) -> int:
+    item = cloud.clients.dynamodb().get_item(
+        TableName=cloud.settings.jobs_table_name,
+        Key={"pk": {"S": keys.quota_pk(ALICE_TENANT)}, "sk": {"S": f"MINUTE#{at:%Y%m%d%H%M}"}},
+    )
+    return int(item["Item"]["used"]["N"]) if "Item" in item else 0
+
+
+def test_a_key_sent_again_with_other_jobs_lists_them_at_their_time_and_keeps_cursors(
+    cloud: SchedulerHarness, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put = cloud.api_store.put_job_if_absent
+
+    def fails_for_k2(job: Job, listed: bool = True) -> bool:
+        if job.name == "k2":
+            raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
+        return put(job, listed)
+
+    monkeypatch.setattr(cloud.api_store, "put_job_if_absent", fails_for_k2)
+    failed = cloud.call(
+        "POST",
+        "/v1/jobs/batch",
+        {"jobs": [job("k1"), job("k2"), job("k3")]},
+        headers={"Idempotency-Key": "K"},
+    )
+    assert failed.status == 500, failed.body
+    clock.advance(60)
+    single = cloud.create(job("single"))["job_id"]
+    first = cloud.call("GET", "/v1/jobs?limit=2").body  # the single job, then one of K's
+    clock.advance(60)
+    others = make_batch(cloud, ["n1", "n2", "n3", "n4"], key="K")  # the key again, with other jobs
+
+    follow = cloud.call("GET", f"/v1/jobs?limit=10&cursor={first['next_cursor']}").body
+    assert follow["next_cursor"] is None
+    names = [item["name"] for item in first["items"] + follow["items"]]
+    assert names[0] == "single"
+    assert sorted(names[1:]) == ["k1", "k3"]  # each once; k2, never made, left out
+    everything = [job_id for page in every_page(cloud, "", 3) for job_id in page]
+    assert everything[:4] == sorted(others, reverse=True)  # the newest: a listing of their own
+    assert everything[4] == single
+    assert len(everything) == 7
+
+
+def test_a_listing_that_cannot_be_written_makes_none_of_the_batch(
+    cloud: SchedulerHarness, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def throttled(*_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+            "UpdateItem",
+        )
+
+    monkeypatch.setattr(cloud.api_store, "list_together", throttled)
+    at = clock.now() + timedelta(hours=1)
+    reply = cloud.call("POST", "/v1/jobs/batch", {"jobs": [one_off(at, f"o{i}") for i in range(3)]})
+    assert reply.status >= 500, reply.body
+    assert every_page(cloud, "", 10) == [[]]
+    assert minute_count(cloud, at) == 0  # the counts taken for it given back
+
+
+def test_a_batchs_one_offs_due_soon_are_listed_through_its_listing(
+    cloud: SchedulerHarness, clock: FrozenClock
+) -> None:
+    soon = clock.now() + timedelta(seconds=30)
+    reply = cloud.call("POST", "/v1/jobs/batch", {"jobs": [one_off(soon, f"s{i}") for i in range(3)]})
+    assert reply.status == 201, reply.body
+    made = sorted((made["job_id"] for made in reply.body["jobs"]), reverse=True)
+    assert [job_id for page in every_page(cloud, "", 2) for job_id in page] == made
+    [entry] = index_entries(cloud)
+    assert entry.startswith(keys.LISTING_PK_PREFIX)
+
+
+def test_a_batch_of_two_lists_each_job_on_its_own(cloud: SchedulerHarness) -> None:
+    made = make_batch(cloud, ["p1", "p2"])  # a listing and its entry would cost as much
+    assert sorted(index_entries(cloud)) == sorted(keys.job_pk(job_id) for job_id in made)
+    assert sorted(job_id for page in every_page(cloud, "", 1) for job_id in page) == sorted(made)
+
+
+def test_a_page_over_many_small_batches_reads_their_listings_a_few_reads_at_a_time(
+    cloud: SchedulerHarness, clock: FrozenClock
+) -> None:
+    for n in range(20):
+        make_batch(cloud, [f"b{n}-{i}" for i in range(3)])
+        clock.advance(1)
+    calls: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        calls.append(sum(len(asked["Keys"]) for asked in params["RequestItems"].values()))
+
+    client = cloud.clients.dynamodb()
+    client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    try:
+        page = cloud.call("GET", "/v1/jobs?limit=50").body
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    assert len(page["items"]) == 50
+    assert page["next_cursor"]
+    # The 17 listings this page reaches are read 1, 2, 4, 8 at a time, then the 5 left of its
+    # index page of 20; then its 50 jobs, in one read (one read for each listing: 18 reads).
+    assert calls == [1, 2, 4, 8, 5, 50]

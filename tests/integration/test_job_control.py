@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler_core.adapters.dynamodb import DynamoJobStore
-from scheduler_core.adapters.dynamodb import listing as listing_module
+from scheduler_core.adapters.dynamodb import job_listing as listing_module
 from scheduler_core.domain.entities import Job
 from tests.support.events import BOB
 from tests.support.harness import FrozenClock, SchedulerHarness

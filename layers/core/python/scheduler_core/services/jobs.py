@@ -65,6 +65,18 @@ def _batch_job_ids(batch_id: str, requests: list[JobCreate]) -> list[str]:
     ]
 
 
+def _listing_id(batch_id: str, job_ids: list[str]) -> str:
+    """The listing of a keyed batch's jobs: fixed by the batch and its jobs, so the batch sent
+    again lists the jobs it makes in the first one's listing, and its key sent again with
+    other jobs (after the first failed) lists them in a listing of their own, at their time."""
+    return uuid.uuid5(uuid.UUID(batch_id), "listing:" + ",".join(job_ids)).hex
+
+
+# A batch writing fewer jobs than this lists each by its own tenant index entry (a write
+# unit each), not by one listing item (one unit for 1 KB of ids, and its entry's one).
+LISTED_TOGETHER_FROM = 3
+
+
 @contextlib.contextmanager
 def _cursor_checked() -> Iterator[None]:
     """A listing's cursor that is not one it handed out is the caller's mistake: a 400."""
@@ -220,7 +232,7 @@ class JobService:
         # Eventually consistent (half the read units): a job it misses, made in the last
         # second, is found by its put's condition; only its quota count is not given back.
         existing = self._store.get_jobs([job.job_id for job in jobs], consistent=False) if batch_id else {}
-        listing = batch_id or self._new_id()
+        listing = _listing_id(batch_id, [job.job_id for job in jobs]) if batch_id else self._new_id()
         outcomes = self._put_batch(tenant, listing, [job for job in jobs if job.job_id not in existing], now)
         self._enqueue_claimed(
             [run for outcome in outcomes.values() if isinstance(outcome, list) for run in outcome]
@@ -249,17 +261,21 @@ class JobService:
         retried by botocore after an answer was lost (no count is given back for it). Once
         the quotas admit them, and before any is written, one item lists them all
         (`listing`: `Listing.list_together`), so none is ever unlisted; their own items then
-        have no entry in the tenant index, a write unit less each."""
+        have no entry in the tenant index, a write unit less each. Fewer than
+        `LISTED_TOGETHER_FROM` are listed each by its own entry (a listing and its entry cost
+        two write units)."""
         outcomes: dict[str, list[Run] | Exception | None] = {}
+
+        listed_on_their_own = len(jobs) < LISTED_TOGETHER_FROM
 
         def put_one(job: Job) -> None:
             try:
-                outcomes[job.job_id] = self._put_new(job, now, listed=False)
+                outcomes[job.job_id] = self._put_new(job, now, listed=listed_on_their_own)
             except Exception as error:  # the others are written all the same
                 outcomes[job.job_id] = error
 
         def put_all(batch: list[Job]) -> list[bool]:
-            if batch:
+            if batch and not listed_on_their_own:
                 self._store.list_together(tenant, listing, [job.job_id for job in batch], now)
             try:
                 self._runner.map(put_one, batch)

@@ -2,7 +2,7 @@
 one module per port (`store` puts them together), on a shared item codec, conditions and
 transactions."""
 
-from scheduler_core.adapters.dynamodb.listing import FILTERED_READ_BUDGET
+from scheduler_core.adapters.dynamodb.job_listing import FILTERED_READ_BUDGET
 from scheduler_core.adapters.dynamodb.store import DynamoJobStore
 from scheduler_core.adapters.dynamodb.table import DUE_INDEX, DUE_PAGE, TENANT_INDEX
 

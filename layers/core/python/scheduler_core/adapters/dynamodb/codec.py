@@ -109,7 +109,7 @@ class ItemCodec:
 
     def job_item(self, job: Job, listed: bool = True) -> dict[str, Any]:
         """The item of `job`; not `listed`: a job listed in the tenant index by its batch's
-        listing item (`listed_together`), not by an entry of its own."""
+        listing item (`list_together`), not by an entry of its own."""
         values: dict[str, Any] = {
             "pk": keys.job_pk(job.job_id),
             "sk": keys.JOB_SK,
