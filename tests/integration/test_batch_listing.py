@@ -50,6 +50,23 @@ def every_page(cloud: SchedulerHarness, query: str, limit: int, **kw: Any) -> li
             return pages
 
 
+def keys_read(cloud: SchedulerHarness, path: str) -> tuple[dict[str, Any], list[int]]:
+    """`GET path`'s answer, and how many keys each of its `BatchGetItem`s asked for."""
+    reads: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        reads.append(sum(len(asked["Keys"]) for asked in params["RequestItems"].values()))
+
+    client = cloud.clients.dynamodb()
+    client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    try:
+        reply = cloud.call("GET", path)
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    assert reply.status == 200, reply.body
+    return reply.body, reads
+
+
 @pytest.fixture
 def mixed(cloud: SchedulerHarness, clock: FrozenClock) -> list[str]:
     """Single jobs and batches made a second apart; every job id, newest first (a batch's
@@ -174,17 +191,7 @@ def test_a_tenant_move_lists_a_batchs_jobs_under_the_new_tenant_only(
 def test_a_page_reads_only_the_listings_it_reaches(cloud: SchedulerHarness) -> None:
     for n in range(3):
         make_batch(cloud, [f"batch{n}-{i}" for i in range(5)])
-    reads: list[int] = []
-
-    def count(params: dict[str, Any], **_: Any) -> None:
-        reads.append(sum(len(asked["Keys"]) for asked in params["RequestItems"].values()))
-
-    client = cloud.clients.dynamodb()
-    client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
-    try:
-        page = cloud.call("GET", "/v1/jobs?limit=3").body
-    finally:
-        client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    page, reads = keys_read(cloud, "/v1/jobs?limit=3")
     assert len(page["items"]) == 3
     assert page["next_cursor"]
     assert reads == [1, 3]  # the newest batch's listing item, then three of its jobs
@@ -289,17 +296,7 @@ def test_a_page_over_many_small_batches_reads_their_listings_a_few_reads_at_a_ti
     for n in range(20):
         make_batch(cloud, [f"b{n}-{i}" for i in range(3)])
         clock.advance(1)
-    calls: list[int] = []
-
-    def count(params: dict[str, Any], **_: Any) -> None:
-        calls.append(sum(len(asked["Keys"]) for asked in params["RequestItems"].values()))
-
-    client = cloud.clients.dynamodb()
-    client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
-    try:
-        page = cloud.call("GET", "/v1/jobs?limit=50").body
-    finally:
-        client.meta.events.unregister("provide-client-params.dynamodb.BatchGetItem", count)
+    page, calls = keys_read(cloud, "/v1/jobs?limit=50")
     assert len(page["items"]) == 50
     assert page["next_cursor"]
     # The 17 listings this page reaches are read 1, 2, 4, 8 at a time, then the 5 left of its
