@@ -36,10 +36,13 @@ def make_batch(cloud: SchedulerHarness, names: list[str], key: str | None = None
     return [made["job_id"] for made in reply.body["jobs"]]
 
 
-def every_page(cloud: SchedulerHarness, query: str, limit: int, **kw: Any) -> list[list[str]]:
-    """The job ids of each page of `GET /v1/jobs?<query>`, following `next_cursor` to the end."""
+def every_page(
+    cloud: SchedulerHarness, query: str, limit: int, cursor_from: str | None = None, **kw: Any
+) -> list[list[str]]:
+    """The job ids of each page of `GET /v1/jobs?<query>` (from the cursor `cursor_from`, if
+    given), following `next_cursor` to the end."""
     pages: list[list[str]] = []
-    cursor = None
+    cursor = cursor_from
     while True:
         path = f"/v1/jobs?limit={limit}{query}" + (f"&cursor={cursor}" if cursor else "")
         reply = cloud.call("GET", path, **kw)
@@ -220,17 +223,22 @@ def minute_count(cloud: SchedulerHarness, at: datetime) -> int:
     return int(item["Item"]["used"]["N"]) if "Item" in item else 0
 
 
-def test_a_key_sent_again_with_other_jobs_lists_them_at_their_time_and_keeps_cursors(
-    cloud: SchedulerHarness, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def failing_for(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, names: set[str]) -> None:
+    """The api's writes of the jobs named in `names` fail (a throttle botocore gave up on)."""
     put = cloud.api_store.put_job_if_absent
 
-    def fails_for_k2(job: Job, listed: bool = True) -> bool:
-        if job.name == "k2":
+    def failing(job: Job, listed: bool = True) -> bool:
+        if job.name in names:
             raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
         return put(job, listed)
 
-    monkeypatch.setattr(cloud.api_store, "put_job_if_absent", fails_for_k2)
+    monkeypatch.setattr(cloud.api_store, "put_job_if_absent", failing)
+
+
+def test_a_key_sent_again_with_other_jobs_lists_each_once_and_keeps_cursors(
+    cloud: SchedulerHarness, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing_for(cloud, monkeypatch, {"k2"})
     failed = cloud.call(
         "POST",
         "/v1/jobs/batch",
@@ -244,15 +252,29 @@ def test_a_key_sent_again_with_other_jobs_lists_them_at_their_time_and_keeps_cur
     clock.advance(60)
     others = make_batch(cloud, ["n1", "n2", "n3", "n4"], key="K")  # the key again, with other jobs
 
-    follow = cloud.call("GET", f"/v1/jobs?limit=10&cursor={first['next_cursor']}").body
-    assert follow["next_cursor"] is None
-    names = [item["name"] for item in first["items"] + follow["items"]]
-    assert names[0] == "single"
-    assert sorted(names[1:]) == ["k1", "k3"]  # each once; k2, never made, left out
+    # The key's one listing lists them too, at the first request's time: the walk begun
+    # before them goes on from its place, each job once (those listed before its place, not).
+    follow = every_page(cloud, "", 10, cursor_from=first["next_cursor"])
+    walked = [item["job_id"] for item in first["items"]] + [job_id for page in follow for job_id in page]
+    assert len(walked) == len(set(walked))
     everything = [job_id for page in every_page(cloud, "", 3) for job_id in page]
-    assert everything[:4] == sorted(others, reverse=True)  # the newest: a listing of their own
-    assert everything[4] == single
-    assert len(everything) == 7
+    assert everything[0] == single
+    assert len(everything) == len(set(everything)) == 7  # k2, never made, left out
+    assert set(others) < set(everything)
+
+
+def test_a_key_sent_again_with_some_of_the_same_jobs_lists_each_once(
+    cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing_for(cloud, monkeypatch, {"a", "b", "c"})
+    body = {"jobs": [job("a"), job("b"), job("c")]}
+    assert cloud.call("POST", "/v1/jobs/batch", body, headers={"Idempotency-Key": "K"}).status == 500
+    monkeypatch.undo()
+    made = make_batch(
+        cloud, ["a", "b", "c", "d"], key="K"
+    )  # the same three first (the same ids), and one more
+    listed = [job_id for page in every_page(cloud, "", 2) for job_id in page]
+    assert sorted(listed) == sorted(made)  # each once
 
 
 def test_a_listing_that_cannot_be_written_makes_none_of_the_batch(

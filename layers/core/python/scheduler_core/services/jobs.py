@@ -65,13 +65,6 @@ def _batch_job_ids(batch_id: str, requests: list[JobCreate]) -> list[str]:
     ]
 
 
-def _listing_id(batch_id: str, job_ids: list[str]) -> str:
-    """The listing of a keyed batch's jobs: fixed by the batch and its jobs, so the batch sent
-    again lists the jobs it makes in the first one's listing, and its key sent again with
-    other jobs (after the first failed) lists them in a listing of their own, at their time."""
-    return uuid.uuid5(uuid.UUID(batch_id), "listing:" + ",".join(job_ids)).hex
-
-
 # A batch writing fewer jobs than this lists each by its own tenant index entry (a write
 # unit each), not by one listing item (one unit for 1 KB of ids, and its entry's one).
 LISTED_TOGETHER_FROM = 3
@@ -232,7 +225,9 @@ class JobService:
         # Eventually consistent (half the read units): a job it misses, made in the last
         # second, is found by its put's condition; only its quota count is not given back.
         existing = self._store.get_jobs([job.job_id for job in jobs], consistent=False) if batch_id else {}
-        listing = _listing_id(batch_id, [job.job_id for job in jobs]) if batch_id else self._new_id()
+        # One listing a key: whatever jobs it is sent with again (after a failure), a job's id
+        # (fixed by the key, its place and its body) is in one listing at most.
+        listing = batch_id or self._new_id()
         outcomes = self._put_batch(tenant, listing, [job for job in jobs if job.job_id not in existing], now)
         self._enqueue_claimed(
             [run for outcome in outcomes.values() if isinstance(outcome, list) for run in outcome]

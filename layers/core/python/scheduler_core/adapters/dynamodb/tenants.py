@@ -81,7 +81,7 @@ class TenantRecordsTable(TableAdapter):
         }
         if kind is JobKind.JOB:
             # A job its batch's listing listed (`tenant_id`) is listed on its own under the
-            # new tenant: the old tenant's listing no longer lists it (`ListingTable`).
+            # new tenant: the old tenant's listing no longer lists it (`JobListingTable`).
             sets = "tenant = :new REMOVE tenant_id"
         elif kind is JobKind.WORKFLOW:
             sets, values["listed"] = "tenant = :listed, tenant_id = :new", keys.workflows_of(new)
