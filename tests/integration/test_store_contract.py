@@ -177,6 +177,28 @@ def test_jobs_are_listed_newest_first_per_tenant_a_page_at_a_time(store: JobStor
         store.list_jobs("alice", 1, "not-a-cursor", None)
 
 
+def test_jobs_a_listing_lists_are_listed_in_its_place_newest_id_first(store: JobStore) -> None:
+    store.put_job_if_absent(a_job("job-old", created_at=T0))
+    together = [a_job(f"job-b{n}", created_at=T0 + timedelta(seconds=1)) for n in range(3)]
+    store.list_together("alice", "batch-1", [job.job_id for job in together], T0 + timedelta(seconds=1))
+    for job in together:
+        assert store.put_job_if_absent(job, listed=False)
+    store.put_job_if_absent(a_job("job-new", created_at=T0 + timedelta(seconds=2)))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_jobs("alice", 2, cursor, None)
+        seen += [job.job_id for job in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["job-new", "job-b2", "job-b1", "job-b0", "job-old"]
+    assert store.list_jobs("bob", 10, None, None).items == []
+    read = store.get_job("job-b1")
+    assert read is not None
+    assert read.tenant == "alice"
+
+
 def test_runs_are_listed_newest_first_a_page_at_a_time(store: JobStore) -> None:
     job = a_job()
     store.put_job_if_absent(job)
