@@ -53,6 +53,17 @@ def every_page(
             return pages
 
 
+def index_entries(cloud: SchedulerHarness) -> list[str]:
+    """The pks of the tenant index's entries for Alice."""
+    entries = cloud.clients.dynamodb().query(
+        TableName=cloud.settings.jobs_table_name,
+        IndexName=TENANT_INDEX,
+        KeyConditionExpression="tenant = :tenant",
+        ExpressionAttributeValues={":tenant": {"S": ALICE_TENANT}},
+    )["Items"]
+    return [entry["pk"]["S"] for entry in entries]
+
+
 def keys_read(cloud: SchedulerHarness, path: str) -> tuple[dict[str, Any], list[int]]:
     """`GET path`'s answer, and how many keys each of its `BatchGetItem`s asked for."""
     reads: list[int] = []
@@ -95,14 +106,8 @@ def test_a_tenants_jobs_page_newest_first_batches_in_their_place_each_once(
 
 
 def test_a_batch_is_one_entry_of_the_tenant_index(cloud: SchedulerHarness, mixed: list[str]) -> None:
-    entries = cloud.clients.dynamodb().query(
-        TableName=cloud.settings.jobs_table_name,
-        IndexName=TENANT_INDEX,
-        KeyConditionExpression="tenant = :tenant",
-        ExpressionAttributeValues={":tenant": {"S": ALICE_TENANT}},
-    )["Items"]
     assert len(mixed) == 11
-    assert len(entries) == 5  # three jobs of their own, two batches
+    assert len(index_entries(cloud)) == 5  # three jobs of their own, two batches
 
 
 def test_filters_see_a_batchs_jobs(cloud: SchedulerHarness, mixed: list[str]) -> None:
@@ -202,17 +207,6 @@ def test_a_page_reads_only_the_listings_it_reaches(cloud: SchedulerHarness) -> N
 
 def one_off(at: datetime, name: str) -> dict[str, Any]:
     return {"name": name, "schedule": {"at": at.isoformat()}, "target": RECURRING["target"]}
-
-
-def index_entries(cloud: SchedulerHarness) -> list[str]:
-    """The pks of the tenant index's entries for Alice."""
-    entries = cloud.clients.dynamodb().query(
-        TableName=cloud.settings.jobs_table_name,
-        IndexName=TENANT_INDEX,
-        KeyConditionExpression="tenant = :tenant",
-        ExpressionAttributeValues={":tenant": {"S": ALICE_TENANT}},
-    )["Items"]
-    return [entry["pk"]["S"] for entry in entries]
 
 
 def minute_count(cloud: SchedulerHarness, at: datetime) -> int:

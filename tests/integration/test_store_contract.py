@@ -17,6 +17,19 @@ from scheduler_core.ports import CursorNotValid, JobStore
 from tests.support.builders import T0, a_job, a_run
 from tests.support.store_contract import AT, MINUTE, claimed, due_jobs, due_runs
 
+
+def every_job(store: JobStore, tenant: str, limit: int) -> list[str]:
+    """The ids of the tenant's jobs, `limit` a page, following the cursors to the end."""
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list_jobs(tenant, limit, cursor, None)
+        seen += [job.job_id for job in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen
+
+
 # --- job records ---------------------------------------------------------------------
 
 
@@ -156,14 +169,7 @@ def test_jobs_are_listed_newest_first_per_tenant_a_page_at_a_time(store: JobStor
         status = JobStatus.PAUSED if n % 2 else JobStatus.SCHEDULED
         store.put_job_if_absent(a_job(f"job-{n}", created_at=created, status=status, name=f"n{n % 2}-{n}"))
     store.put_job_if_absent(a_job("bobs", tenant="bob"))
-    seen: list[str] = []
-    cursor = None
-    while True:
-        page = store.list_jobs("alice", 2, cursor, None)
-        seen += [job.job_id for job in page.items]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    seen = every_job(store, "alice", 2)
     assert seen == ["job-4", "job-3", "job-2", "job-1", "job-0"]
     paused = store.list_jobs("alice", 10, None, JobStatus.PAUSED)
     assert [job.job_id for job in paused.items] == ["job-3", "job-1"]
@@ -184,14 +190,7 @@ def test_jobs_a_listing_lists_are_listed_in_its_place_newest_id_first(store: Job
     for job in together:
         assert store.put_job_if_absent(job, listed=False)
     store.put_job_if_absent(a_job("job-new", created_at=T0 + timedelta(seconds=2)))
-    seen: list[str] = []
-    cursor = None
-    while True:
-        page = store.list_jobs("alice", 2, cursor, None)
-        seen += [job.job_id for job in page.items]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    seen = every_job(store, "alice", 2)
     assert seen == ["job-new", "job-b2", "job-b1", "job-b0", "job-old"]
     assert store.list_jobs("bob", 10, None, None).items == []
     read = store.get_job("job-b1")
