@@ -21,8 +21,9 @@ from scheduler_core.domain.entities import Job
 from scheduler_core.domain.vocabulary import JobStatus
 from scheduler_core.ports import CursorNotValid, Page
 
-# The most jobs, and batches' listings, one page of the job listing reads: a filter (DynamoDB
-# filters after reading), or ids of writes that failed, may leave fewer than `limit` in them.
+# The most jobs, and batches' listings, one page of the job listing reads, and the most runs
+# a filtered page of a job's runs reads: a filter (DynamoDB filters after reading), or ids of
+# writes that failed, may leave fewer than `limit` in them.
 FILTERED_READ_BUDGET = 1_000
 # What the job listing's filters look at, and where a job is listed.
 _FILTERED_ATTRIBUTES = ("status", "name", "tenant", "tenant_id", "kind")
@@ -30,6 +31,8 @@ _FILTERED_ATTRIBUTES = ("status", "name", "tenant", "tenant_id", "kind")
 _TENANT_ENTRY = ("pk", "sk", "tenant", "created_key")
 # The most jobs a filtered page reads at a time, and the most listings one read asks for.
 _LISTING_PAGE = 100
+# What a page reads of a listing item: whose it is, and the jobs it lists.
+_LISTING_ATTRIBUTES = ("job_ids", "tenant")
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,7 @@ class JobListingTable(TableAdapter):
         if start is not None:
             entry = {name: start[name] for name in _TENANT_ENTRY}
             if "after" in start:
-                [listing] = self._items_of([to_item(entry)], ("job_ids", "tenant"))
-                reads.count += 1
+                [listing] = self._listings([to_item(entry)], reads)
                 yield from _jobs_in(entry, listing, tenant, start["after"])
             exclusive = to_item(entry)
         query: dict[str, Any] = {
@@ -199,14 +201,18 @@ class JobListingTable(TableAdapter):
                     continue
                 if entry["pk"]["S"] not in read:
                     unread = [other for other in listings if other["pk"]["S"] not in read][:ahead]
-                    found = self._items_of(unread, ("job_ids", "tenant"))
+                    found = self._listings(unread, reads)
                     read |= {other["pk"]["S"]: item for other, item in zip(unread, found, strict=True)}
-                    reads.count += len(unread)
                     ahead = min(ahead * 2, _LISTING_PAGE)
                 yield from _jobs_in(at, read[entry["pk"]["S"]], tenant)
             if "LastEvaluatedKey" not in page:
                 return
             exclusive = page["LastEvaluatedKey"]
+
+    def _listings(self, entries: Sequence[Mapping[str, Any]], reads: _Reads) -> list[dict[str, Any] | None]:
+        """The listing items of `entries` (None where one is gone), counted in `reads`."""
+        reads.count += len(entries)
+        return self._items_of(entries, _LISTING_ATTRIBUTES)
 
     def _jobs_of(
         self,

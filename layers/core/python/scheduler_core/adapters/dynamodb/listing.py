@@ -9,15 +9,12 @@ from typing import Any
 
 from scheduler_core.adapters.dynamodb.codec import expression_values, from_value, to_item, with_job_attributes
 from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
-from scheduler_core.adapters.dynamodb.job_listing import JobListingTable
+from scheduler_core.adapters.dynamodb.job_listing import FILTERED_READ_BUDGET, JobListingTable
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Run
 from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import CursorNotValid, Page
-
-# The most items one page of a filtered listing of runs reads (DynamoDB filters after reading).
-FILTERED_READ_BUDGET = 1_000
 
 
 class ListingTable(JobListingTable):
