@@ -117,3 +117,4 @@ def test_a_skipped_last_run_completes_a_job_paused_since_its_worker_read_it(
     )
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}/runs/{message.run_id}").body["status"] == "SKIPPED"
     assert cloud.call("GET", f"/v1/jobs/{job['job_id']}").body["status"] == "COMPLETED"
+    assert cloud.job_expiry(job["job_id"]) == cloud.kept_until(now)  # ended: kept for the retention

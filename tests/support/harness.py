@@ -22,6 +22,7 @@ from scheduler_core.composition import (
     build_store,
     build_targets,
 )
+from scheduler_core.domain import keys
 from scheduler_core.domain.addresses import LOCAL_CLOUD_NETWORKS
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.vocabulary import Priority
@@ -221,6 +222,20 @@ class SchedulerHarness:
         assert reply.status == 200, reply.body
         runs: list[dict[str, Any]] = reply.body["items"]
         return runs
+
+    def job_expiry(self, job_id: str) -> datetime | None:
+        """The TTL the job's item carries (None: it is kept); an ended job's
+        (docs/concepts/guarantees.md, "Run history")."""
+        item = self.clients.dynamodb().get_item(
+            TableName=self.settings.jobs_table_name,
+            Key={"pk": {"S": keys.job_pk(job_id)}, "sk": {"S": keys.JOB_SK}},
+            ConsistentRead=True,
+        )["Item"]
+        return datetime.fromtimestamp(int(item["expires_at"]["N"]), UTC) if "expires_at" in item else None
+
+    def kept_until(self, ended_at: datetime) -> datetime:
+        """The TTL a job that ended at `ended_at` carries: the run retention later, to the second."""
+        return (ended_at + timedelta(days=self.settings.run_retention_days)).replace(microsecond=0)
 
     # --- EventBridge → poller ---------------------------------------------------------
 

@@ -581,6 +581,22 @@ def test_a_patch_with_if_match_that_loses_to_a_claim_is_refused_not_applied_agai
     assert (after.payload, after.version, after.next_fire_at) == ({"n": 1}, job.version + 1, at(10))
 
 
+def test_a_job_gone_while_a_change_was_written_is_not_found_not_a_server_error(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an ended job leaves the table, when its retention is up (DynamoDB's TTL): a change
+    whose write lost a race and whose job has gone by the time it reads it again is a 404."""
+    job = create(world, {"cron": "*/5 * * * *"})
+
+    def gone_meanwhile(*args: Any, **kwargs: Any) -> bool:
+        world.store._jobs.pop(job.job_id)
+        return False
+
+    monkeypatch.setattr(world.store, "update_job_if_unchanged", gone_meanwhile)
+    with pytest.raises(NotFound):
+        patch(world, job, payload={"n": 3})
+
+
 def test_a_cancelled_or_completed_job_cannot_be_patched(world: FakeWorld, worker: Deliveries) -> None:
     for job in ended_jobs(world, worker):
         with pytest.raises(Conflict) as refused:

@@ -19,7 +19,7 @@ from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.api_shapes import JobCreate, JobPatch
 from scheduler_core.domain.clock import Clock, from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run, iso_or_none
-from scheduler_core.domain.errors import Conflict, PreconditionFailed, Unprocessable, field_error
+from scheduler_core.domain.errors import Conflict, NotFound, PreconditionFailed, Unprocessable, field_error
 from scheduler_core.domain.job_firings import following_firing
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
@@ -378,8 +378,8 @@ class JobControl:
 
     def _read_again(self, job: Job) -> Job:
         current = self._store.get_job(job.job_id)
-        if current is None:  # jobs are never deleted; a vanished one is a bug worth a 500
-            raise RuntimeError(f"job '{job.job_id}' vanished")
+        if current is None:  # only an ended job leaves, when its retention is up (TTL)
+            raise NotFound(f"job '{job.job_id}' not found")
         return current
 
 

@@ -27,6 +27,10 @@ WITH_JOB_TIMER = "r_due_ms"
 # What a run's own item holds that one kept with its job does not: the TTL (it is kept as long
 # as its job) and the time its item was made.
 NOT_KEPT_WITH_JOB = ("expires_at", "created_at_ms")
+# A job that has ended is kept for the run retention after its last change, then expires
+# (TTL) with the history its item keeps: its item's own `expires_at`, set by every write that
+# ends it (docs/concepts/guarantees.md, "Run history").
+ENDED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.CANCELLED})
 # Every attribute a run kept with its job may have on the job's item.
 RUN_ATTRIBUTES = (
     "status", "trigger", "priority", "scheduled_for_ms", "attempt", "first_attempt",
@@ -159,6 +163,8 @@ class ItemCodec:
                 }
         if job.paused_at is not None:
             values["paused_at_ms"] = to_ms(job.paused_at)
+        if job.status in ENDED_JOB:
+            values["expires_at"] = self.expiry(job.updated_at)
         return to_item(values)
 
     @staticmethod
@@ -287,7 +293,8 @@ class ItemCodec:
         return {"due_pk": keys.due_pk(when_ms, keys.shard_for(job_id, self._shards)), "due_sk": when_ms}
 
     def expiry(self, when: datetime) -> int:
-        """TTL (epoch seconds) that keeps run history for the retention period."""
+        """TTL (epoch seconds) that keeps run history (and an ended job) for the retention
+        period from `when`."""
         return int((when + self._retention).timestamp())
 
     @staticmethod

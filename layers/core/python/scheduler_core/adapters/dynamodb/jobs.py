@@ -27,7 +27,7 @@ from scheduler_core.domain.entities import Job, Run
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset(
     {"pk", "sk", "job_id", "tenant", "tenant_id", "kind", "created_key", "created_at_ms"}
 )
-_OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms")
+_OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms", "expires_at")
 
 
 class JobRecordsTable(TransactionalWrites):
@@ -186,10 +186,16 @@ class JobRecordsTable(TransactionalWrites):
         unless it is a run's its item keeps and that has not ended (`Run.with_job`), which
         the run's end takes out. False if it was not active."""
         values = expression_values(
-            cancelled="CANCELLED", one=1, now=to_ms(now), scheduled="SCHEDULED", paused="PAUSED"
+            cancelled="CANCELLED",
+            one=1,
+            now=to_ms(now),
+            expires=self._codec.expiry(now),
+            scheduled="SCHEDULED",
+            paused="PAUSED",
         )
         cancel = (
-            "SET #status = :cancelled, version = version + :one, updated_at_ms = :now REMOVE next_fire_at_ms"
+            "SET #status = :cancelled, version = version + :one, updated_at_ms = :now, expires_at = :expires"
+            " REMOVE next_fire_at_ms"
         )
         active = "#status IN (:scheduled, :paused)"
         keeps_entry = False  # whether the item keeps a run that has not ended: its entry stays

@@ -203,12 +203,18 @@ class SlotsTable(TransactionalWrites):
                 slot_values["me"] = me
                 removes.append("buffered_run_ms")
         if complete_job:
-            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            sets += [
+                "#status = :completed",
+                "version = version + :one",
+                "updated_at_ms = :now",
+                "expires_at = :expires",
+            ]
             conditions.append(ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
             slot_values |= {
                 "completed": "COMPLETED",
                 "one": 1,
                 "now": to_ms(now),
+                "expires": self._codec.expiry(now),
                 "scheduled": "SCHEDULED",
                 "paused": "PAUSED",
             }

@@ -217,11 +217,17 @@ class TransactionalWrites(TableAdapter):
             sets.append("running_count = running_count - :one")
             conditions.append("running_count >= :one")
         if complete:
-            sets += ["#status = :completed", "version = version + :one", "updated_at_ms = :now"]
+            sets += [
+                "#status = :completed",
+                "version = version + :one",
+                "updated_at_ms = :now",
+                "expires_at = :expires",
+            ]
             conditions.append(ACTIVE_WITH_NOTHING_LEFT_TO_FIRE)
             values |= {
                 "completed": "COMPLETED",
                 "now": to_ms(now),
+                "expires": self._codec.expiry(now),
                 "scheduled": "SCHEDULED",
                 "paused": "PAUSED",
             }

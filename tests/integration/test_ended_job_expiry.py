@@ -1,0 +1,128 @@
+"""A job that has ended (COMPLETED, CANCELLED) is kept for the run retention after its last
+change, then expires with the history its item keeps: every write that ends it sets its
+item's `expires_at`, the table's TTL attribute (docs/concepts/guarantees.md, "Run
+history"). Without it a million one-offs a day would each keep an item forever. Here, on
+moto, each way a job ends: its last run's end (kept with the job, or on an item of its own),
+a cancel, a skip of its last firing, and a change that leaves it nothing to fire; a job
+that has not ended has no expiry. moto keeps expired items (it runs no TTL sweeper), so what
+is shown is the attribute each write leaves."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from tests.support.harness import FrozenClock, SchedulerHarness
+from tests.support.helpers import iso
+from tests.support.receiver import WebhookReceiver
+
+
+def status_of(cloud: SchedulerHarness, job_id: str) -> str:
+    reply = cloud.call("GET", f"/v1/jobs/{job_id}")
+    assert reply.status == 200, reply.body
+    status: str = reply.body["status"]
+    return status
+
+
+def one_off(receiver: WebhookReceiver, at: datetime, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": "once",
+        "schedule": {"at": iso(at)},
+        "target": {"type": "HTTP", "url": receiver.url},
+        **fields,
+    }
+
+
+def test_a_one_off_completed_by_its_run_expires_a_retention_after_the_run_ended(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """Due within the lookahead: claimed at its create, its run kept on the job's item, so
+    the run's end and the job's completion are one update of that item."""
+    fire_at = clock.now() + timedelta(seconds=30)
+    job_id = cloud.create(one_off(receiver, fire_at))["job_id"]
+    assert cloud.job_expiry(job_id) is None
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+
+    assert status_of(cloud, job_id) == "COMPLETED"
+    assert cloud.job_expiry(job_id) == cloud.kept_until(fire_at)
+
+
+def test_a_one_off_due_later_completed_through_a_poll_expires_too(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    fire_at = clock.now() + timedelta(minutes=10)
+    job_id = cloud.create(one_off(receiver, fire_at))["job_id"]
+    clock.move_to(fire_at - timedelta(seconds=90))
+    cloud.poll()
+    assert cloud.job_expiry(job_id) is None  # claimed, not ended
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+
+    assert status_of(cloud, job_id) == "COMPLETED"
+    assert cloud.job_expiry(job_id) == cloud.kept_until(fire_at)
+
+
+def test_a_one_off_whose_run_failed_for_good_expires_with_its_history(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    receiver.respond_with(500)
+    fire_at = clock.now() + timedelta(seconds=30)
+    job_id = cloud.create(one_off(receiver, fire_at, retry={"max_attempts": 1}))["job_id"]
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+
+    [run] = cloud.runs(job_id)
+    assert (run["status"], status_of(cloud, job_id)) == ("FAILED", "COMPLETED")
+    assert cloud.job_expiry(job_id) == cloud.kept_until(fire_at)
+
+
+def test_a_cancelled_job_expires_a_retention_after_its_cancel(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(
+        {"name": "hourly", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": receiver.url}}
+    )["job_id"]
+    clock.advance(600)
+    cancelled_at = clock.now()
+    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
+
+    assert status_of(cloud, job_id) == "CANCELLED"
+    assert cloud.job_expiry(job_id) == cloud.kept_until(cancelled_at)
+
+
+def test_a_job_that_has_not_ended_is_kept_however_it_changes(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    job_id = cloud.create(
+        {"name": "hourly", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": receiver.url}}
+    )["job_id"]
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/pause").status == 200
+    assert cloud.job_expiry(job_id) is None
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/resume").status == 200
+    assert cloud.call("PATCH", f"/v1/jobs/{job_id}", {"name": "renamed"}).status == 200
+    assert cloud.job_expiry(job_id) is None
+
+
+def test_a_window_whose_last_firing_was_missed_expires_from_the_poll_that_ended_it(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A cron with an `end_at` whose firings were all missed while no poll ran, `SKIP`: the
+    poll that finds them completes the job with a versioned write of the whole job, which
+    carries the expiry as the targeted writes do."""
+    cloud.poll()  # the deployed poller has run: the shards' watermarks exist
+    end_at = clock.now() + timedelta(minutes=20)
+    job_id = cloud.create(
+        {
+            "name": "window",
+            "schedule": {"cron": "*/5 * * * *", "end_at": iso(end_at)},
+            "target": {"type": "HTTP", "url": receiver.url},
+            "misfire": "SKIP",
+        }
+    )["job_id"]
+    clock.move_to(end_at + timedelta(minutes=40))
+    polled_at = clock.now()
+    cloud.poll()
+
+    assert (status_of(cloud, job_id), receiver.requests) == ("COMPLETED", [])
+    assert cloud.job_expiry(job_id) == cloud.kept_until(polled_at)
