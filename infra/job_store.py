@@ -50,7 +50,7 @@ class JobStore(Construct):
             **self._warm(),
             **self._encryption(),
             point_in_time_recovery_specification=_PITR,
-            # Run items carry `expires_at` so run history ages out after RUN_RETENTION_DAYS.
+            # Run items and ended jobs carry `expires_at`: history ages out after RUN_RETENTION_DAYS.
             time_to_live_attribute="expires_at",
             # The jobs are the users' data: deleting the stack must not delete them.
             removal_policy=RemovalPolicy.RETAIN,

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler_core.domain.policies import RetryPolicy
+from scheduler_core.domain.retry import longest_round
 from tests.support.harness import FrozenClock, SchedulerHarness
 from tests.support.helpers import iso
 from tests.support.receiver import WebhookReceiver
@@ -126,3 +128,105 @@ def test_a_window_whose_last_firing_was_missed_expires_from_the_poll_that_ended_
 
     assert (status_of(cloud, job_id), receiver.requests) == ("COMPLETED", [])
     assert cloud.job_expiry(job_id) == cloud.kept_until(polled_at)
+
+
+def failed_one_off(cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver) -> tuple[str, str]:
+    """A one-off whose only attempt failed: COMPLETED, its run FAILED (job id, run id)."""
+    receiver.respond_with(500)
+    fire_at = clock.now() + timedelta(seconds=30)
+    job_id = cloud.create(one_off(receiver, fire_at, retry={"max_attempts": 1}))["job_id"]
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    [run] = cloud.runs(job_id)
+    assert (run["status"], status_of(cloud, job_id)) == ("FAILED", "COMPLETED")
+    return job_id, run["run_id"]
+
+
+def test_a_re_driven_run_keeps_its_ended_job_for_the_retention_after_its_longest_round(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A day before the job would expire, its failed run is re-driven (`POST …/retry`, as `make
+    redrive` does): the job is kept until the retention after the most its new round can
+    take, so the run cannot lose its job (and the history on its item) while it runs."""
+    job_id, run_id = failed_one_off(cloud, clock, receiver)
+    clock.advance(29 * 86_400)
+    retried_at = clock.now()
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/runs/{run_id}/retry").status == 202
+
+    round_ = longest_round(RetryPolicy(max_attempts=1))
+    assert cloud.job_expiry(job_id) == cloud.kept_until(retried_at + round_)
+    assert cloud.deliver() == 1  # answered 200 now
+    assert cloud.runs(job_id)[0]["status"] == "SUCCEEDED"
+    assert cloud.job_expiry(job_id) == cloud.kept_until(retried_at + round_)  # its end moves nothing back
+
+
+def test_a_re_drive_of_a_job_that_has_not_ended_gives_it_no_expiry(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    receiver.respond_with(500)
+    job = cloud.create(
+        {
+            "name": "hourly",
+            "schedule": {"rate": "1 hour"},
+            "target": {"type": "HTTP", "url": receiver.url},
+            "retry": {"max_attempts": 1},
+        }
+    )
+    job_id, fire_at = job["job_id"], datetime.fromisoformat(job["next_fire_at"])
+    clock.move_to(fire_at - timedelta(seconds=90))
+    cloud.poll()
+    clock.move_to(fire_at)
+    assert cloud.deliver() == 1
+    [first] = cloud.runs(job_id)
+    assert (first["status"], status_of(cloud, job_id)) == ("FAILED", "SCHEDULED")
+    assert cloud.call("POST", f"/v1/jobs/{job_id}/runs/{first['run_id']}/retry").status == 202
+    assert cloud.job_expiry(job_id) is None
+
+
+def test_a_backfill_of_a_completed_window_keeps_it_for_its_runs(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A window that completed (its last firing ran) is backfilled near its expiry: it is
+    kept for the retention after the most its queued runs can take, one after another."""
+    start = clock.now()
+    end_at = start + timedelta(minutes=12)
+    job_id = cloud.create(
+        {
+            "name": "window",
+            "schedule": {"cron": "*/5 * * * *", "end_at": iso(end_at)},
+            "target": {"type": "HTTP", "url": receiver.url},
+        }
+    )["job_id"]
+    for _ in range(3):  # its firings, each claimed by a poll and run
+        clock.advance(300)
+        cloud.poll()
+        cloud.deliver()
+    assert status_of(cloud, job_id) == "COMPLETED"
+    clock.advance(29 * 86_400)
+    backfilled_at = clock.now()
+    reply = cloud.call(
+        "POST", f"/v1/jobs/{job_id}/backfill", {"start": iso(start - timedelta(hours=1)), "end": iso(start)}
+    )
+    assert reply.status == 202, reply.body
+    made = reply.body["runs"]
+    assert made == 12  # :05 … :00 of the hour before the window
+    assert cloud.job_expiry(job_id) == cloud.kept_until(backfilled_at + longest_round(RetryPolicy()) * made)
+
+
+def test_an_ended_job_is_only_ever_kept_longer(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """`keep_ended_job_until`'s condition: an ended job, kept until later than it is; never
+    a job that has not ended (it would expire with its firings left), nor one that is gone."""
+    store, now = cloud.api_store, clock.now()
+    body = {"name": "hourly", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": receiver.url}}
+    active, ended = cloud.create(body)["job_id"], cloud.create(body)["job_id"]
+    assert cloud.call("DELETE", f"/v1/jobs/{ended}").status == 200
+
+    assert not store.keep_ended_job_until(active, now + timedelta(days=5))
+    assert cloud.job_expiry(active) is None
+    assert not store.keep_ended_job_until(ended, now - timedelta(days=1))  # sooner than it is
+    assert cloud.job_expiry(ended) == cloud.kept_until(now)
+    assert store.keep_ended_job_until(ended, now + timedelta(days=5))
+    assert cloud.job_expiry(ended) == cloud.kept_until(now + timedelta(days=5))
+    assert not store.keep_ended_job_until("0" * 32, now + timedelta(days=5))  # no such job

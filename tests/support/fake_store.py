@@ -20,7 +20,7 @@ from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_curso
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.vocabulary import JobStatus, RunStatus
+from scheduler_core.domain.vocabulary import ENDED_JOB, JobStatus, RunStatus
 from scheduler_core.poll_ports import DueItems, PollResume, Watermark
 from scheduler_core.ports import CursorNotValid, Page
 from tests.support.fake_table import FakeTable, created_key
@@ -74,6 +74,13 @@ class _FakeRecords(FakeTable):
             if run is not None:
                 self._runs[self._key(run)] = run
             return True
+
+    def keep_ended_job_until(self, job_id: str, when: datetime) -> bool:
+        """The fake keeps every job (no TTL): whether the job has ended, as the adapter's
+        condition asks."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            return job is not None and job.status in ENDED_JOB
 
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
         with self._lock:

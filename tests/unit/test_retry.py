@@ -8,7 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler_core.domain.policies import RetryPolicy
-from scheduler_core.domain.retry import MIN_BACKOFF, attempts_left, backoff, backoff_ceiling
+from scheduler_core.domain.retry import (
+    ATTEMPT_BOUND,
+    MIN_BACKOFF,
+    attempts_left,
+    backoff,
+    backoff_ceiling,
+    longest_round,
+)
 
 POLICY = RetryPolicy(max_attempts=3, backoff_seconds=10, max_backoff_seconds=3600)
 
@@ -57,3 +64,10 @@ def test_attempts_are_counted_from_the_start_of_the_current_round() -> None:
 
 def test_one_attempt_means_no_retry() -> None:
     assert not attempts_left(RetryPolicy(max_attempts=1), 1)
+
+
+def test_a_round_s_longest_is_every_backoff_at_its_ceiling_and_every_attempt_at_its_bound() -> None:
+    assert longest_round(RetryPolicy()) == timedelta(seconds=10 + 20) + 3 * ATTEMPT_BOUND
+    assert longest_round(RetryPolicy(max_attempts=1)) == ATTEMPT_BOUND
+    capped = RetryPolicy(max_attempts=4, backoff_seconds=100, max_backoff_seconds=250)
+    assert longest_round(capped) == timedelta(seconds=100 + 200 + 250) + 4 * ATTEMPT_BOUND

@@ -107,6 +107,11 @@ class JobRecords(Protocol):
 
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool: ...
 
+    def keep_ended_job_until(self, job_id: str, when: datetime) -> bool:
+        """An ended job (it carries an expiry) kept for the run retention counted from `when`
+        instead, if that is later; False if it has not ended, has gone, or is kept longer."""
+        ...
+
 
 class Listing(Protocol):
     """A tenant's jobs and a job's runs, newest first, a page at a time."""

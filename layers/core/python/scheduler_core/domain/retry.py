@@ -35,3 +35,17 @@ def attempts_left(policy: RetryPolicy, attempt: int, first_attempt: int = 1) -> 
     """Whether a run that just spent `attempt` may try again. `first_attempt` is where the
     current round of attempts began: 1, or the attempt a manual re-drive started."""
     return attempt - first_attempt + 1 < policy.max_attempts
+
+
+# Longer than any attempt lasts: its lease, which the worker's timeout (at most Lambda's 15
+# minutes) bounds, and the wait for its message.
+ATTEMPT_BOUND = timedelta(hours=1)
+
+
+def longest_round(policy: RetryPolicy) -> timedelta:
+    """The most a round of `max_attempts` attempts can take, from its first attempt's start
+    to its last one's end: every backoff at its ceiling, every attempt ATTEMPT_BOUND long. An
+    ended job whose run starts a new round (a re-drive) is kept that long before its
+    retention counts (docs/concepts/guarantees.md, "Run history")."""
+    waits = sum((backoff_ceiling(policy, failed) for failed in range(1, policy.max_attempts)), timedelta())
+    return waits + ATTEMPT_BOUND * policy.max_attempts

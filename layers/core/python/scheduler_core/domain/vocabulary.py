@@ -29,6 +29,11 @@ class JobStatus(StrEnum):
     CANCELLED = "CANCELLED"
 
 
+# A job in one of these fires no more; it is kept for the run retention after its last
+# change, then expires (docs/concepts/guarantees.md, "Run history").
+ENDED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.CANCELLED})
+
+
 class RunStatus(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"

@@ -23,8 +23,10 @@ from scheduler_core.domain.errors import Conflict, NotFound, PreconditionFailed,
 from scheduler_core.domain.job_firings import following_firing
 from scheduler_core.domain.overlap import queues_when_caught_up
 from scheduler_core.domain.resume import RESUME_WINDOW, ResumePlan, is_firing, plan_resume
+from scheduler_core.domain.retry import longest_round
 from scheduler_core.domain.schedule import ScheduleSpec, firings_between
 from scheduler_core.domain.vocabulary import (
+    ENDED_JOB,
     MAX_BACKFILL_RUNS,
     JobStatus,
     MisfirePolicy,
@@ -252,6 +254,12 @@ class JobControl:
         ]
         if queues and made:
             self._join_catch_up_queue(job, [run.scheduled_for_ms for run in made], now)
+        if made and job.status in ENDED_JOB:
+            # A completed window's backfill: the job is kept for the retention after the
+            # longest its runs can take (one after another when they queue), not expired
+            # under them (docs/concepts/guarantees.md, "Run history").
+            rounds = len(made) if queues else 1
+            self._store.keep_ended_job_until(job.job_id, now + longest_round(job.retry) * rounds)
         logger.info(
             "job backfilled",
             extra={"job_id": job.job_id, "runs": len(made), "already_run": len(firings) - len(made)},
@@ -384,7 +392,7 @@ class JobControl:
 
 
 def _refuse_ended(job: Job, verb: str) -> None:
-    if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+    if job.status in ENDED_JOB:
         raise Conflict(f"job '{job.job_id}' is {job.status}; it cannot be {verb}")
 
 

@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from scheduler_core.domain import run_state
+from scheduler_core.domain import keys, run_state
 from scheduler_core.domain.clock import Clock
 from scheduler_core.domain.entities import Job, Run, iso_or_none
 from scheduler_core.domain.messages import MAX_DELAY_SECONDS, DeadLetter, run_message
-from scheduler_core.domain.retry import attempts_left, backoff
+from scheduler_core.domain.retry import attempts_left, backoff, longest_round
 from scheduler_core.domain.schedule import next_fire_after
 from scheduler_core.domain.vocabulary import (
     BY_NAME,
+    ENDED_JOB,
     JobKind,
     JobStatus,
     MisfirePolicy,
@@ -259,12 +260,25 @@ class RunLifecycle:
         """A FAILED run gets a new attempt, now, with a fresh round of `max_attempts`. None
         if the run is not FAILED (at the attempt read) any more."""
         now = self._clock.now()
+        self._keep_for_new_round(run, now)
         redriven = self._store.redrive_run_if_failed(run, now, self.sent_timer(now, now))
         if redriven is not None:
             logger.info("failed run re-driven", extra=_context(redriven))
             metrics.add_metric(name="RunsRedriven", unit="Count", value=1)
             self._send(redriven)
         return redriven
+
+    def _keep_for_new_round(self, run: Run, now: datetime) -> None:
+        """Before a run of an ended job (a one-off's failed run; a task of a completed
+        workflow: the workflow) starts a new round, the job is kept for the retention after
+        the longest that round can take, so it cannot expire under it."""
+        job = self._store.get_job(run.job_id)
+        if job is None:
+            return  # the re-drive finds the run gone or ends it: nothing to keep
+        task = keys.task_of(run.job_id)
+        owner = self._store.get_job(task[0]) if task else job
+        if owner is not None and owner.status in ENDED_JOB:
+            self._store.keep_ended_job_until(owner.job_id, now + longest_round(job.retry))
 
     # --- the watchdog (the poller found a run whose timer is up) -----------------------
 

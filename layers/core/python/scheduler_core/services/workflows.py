@@ -26,6 +26,7 @@ from scheduler_core.domain.job_firings import first_firing
 from scheduler_core.domain.policies import ConcurrencyPolicy, RetryPolicy
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.vocabulary import (
+    ENDED_JOB,
     JobKind,
     JobStatus,
     Overlap,
@@ -222,7 +223,7 @@ class WorkflowService:
         its graph; a task taken out is cancelled where it has not started. 409 for a
         cancelled or completed workflow; with If-Match, 412 at another version."""
         workflow = self.get(tenant, workflow_id)
-        if workflow.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+        if workflow.status in ENDED_JOB:
             raise Conflict(f"workflow '{workflow_id}' is {workflow.status}; it cannot be changed")
         if if_match is not None and if_match != workflow.version:
             raise PreconditionFailed(
@@ -328,7 +329,8 @@ class WorkflowService:
     def cancel(self, tenant: str, workflow_id: str) -> Job:
         """The workflow and its tasks are CANCELLED: no workflow run starts any more; those
         waiting are cancelled, and those under way stop what has not started (`cancel_run`).
-        A cancelled workflow stays readable, with its runs."""
+        A cancelled workflow stays readable, with its runs, for the run retention (then it
+        and its tasks expire, as an ended job does)."""
         workflow = self.get(tenant, workflow_id)
         if workflow.status is JobStatus.COMPLETED:
             raise Conflict(f"workflow '{workflow_id}' already completed; there is nothing left to cancel")

@@ -13,7 +13,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import from_ms, to_ms
 from scheduler_core.domain.entities import Attempt, Job, Run
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, Trigger
+from scheduler_core.domain.vocabulary import ENDED_JOB, JobKind, JobStatus, Trigger
 from scheduler_core.domain.workflows import WorkflowState
 
 # The job's caught-up firings waiting their turn for a running slot, oldest first (`overlap`).
@@ -27,10 +27,6 @@ WITH_JOB_TIMER = "r_due_ms"
 # What a run's own item holds that one kept with its job does not: the TTL (it is kept as long
 # as its job) and the time its item was made.
 NOT_KEPT_WITH_JOB = ("expires_at", "created_at_ms")
-# A job that has ended is kept for the run retention after its last change, then expires
-# (TTL) with the history its item keeps: its item's own `expires_at`, set by every write that
-# ends it (docs/concepts/guarantees.md, "Run history").
-ENDED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.CANCELLED})
 # Every attribute a run kept with its job may have on the job's item.
 RUN_ATTRIBUTES = (
     "status", "trigger", "priority", "scheduled_for_ms", "attempt", "first_attempt",
@@ -163,7 +159,7 @@ class ItemCodec:
                 }
         if job.paused_at is not None:
             values["paused_at_ms"] = to_ms(job.paused_at)
-        if job.status in ENDED_JOB:
+        if job.status in ENDED_JOB:  # its TTL: every write that ends a job sets it
             values["expires_at"] = self.expiry(job.updated_at)
         return to_item(values)
 

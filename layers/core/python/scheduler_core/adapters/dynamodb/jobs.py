@@ -181,6 +181,22 @@ class JobRecordsTable(TransactionalWrites):
         own = self._codec.run_item_from_job_item(kept)
         return [{"Put": {"TableName": self._table, "Item": own, "ConditionExpression": RUN_ABSENT}}]
 
+    def keep_ended_job_until(self, job_id: str, when: datetime) -> bool:
+        expires = self._codec.expiry(when)
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._codec.job_key(job_id),
+                UpdateExpression="SET expires_at = :expires",
+                ConditionExpression="attribute_exists(expires_at) AND expires_at < :expires",
+                ExpressionAttributeValues=expression_values(expires=expires),
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise
+        return True
+
     def cancel_job_if_active(self, job_id: str, now: datetime) -> bool:
         """SCHEDULED/PAUSED → CANCELLED and out of the due index: its entry leaves with it,
         unless it is a run's its item keeps and that has not ended (`Run.with_job`), which
