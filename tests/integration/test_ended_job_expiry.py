@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from scheduler_core.domain.policies import RetryPolicy
 from scheduler_core.domain.retry import longest_round
 from tests.support.harness import FrozenClock, SchedulerHarness
@@ -35,27 +37,33 @@ def one_off(receiver: WebhookReceiver, at: datetime, **fields: Any) -> dict[str,
     }
 
 
-def test_a_one_off_completed_by_its_run_expires_a_retention_after_the_run_ended(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """Due within the lookahead: claimed at its create, its run kept on the job's item, so
-    the run's end and the job's completion are one update of that item."""
+def failed_one_off(cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver) -> tuple[str, str]:
+    """A one-off whose only attempt failed: COMPLETED, its run FAILED (job id, run id)."""
+    receiver.respond_with(500)
     fire_at = clock.now() + timedelta(seconds=30)
-    job_id = cloud.create(one_off(receiver, fire_at))["job_id"]
-    assert cloud.job_expiry(job_id) is None
+    job_id = cloud.create(one_off(receiver, fire_at, retry={"max_attempts": 1}))["job_id"]
     clock.move_to(fire_at)
     assert cloud.deliver() == 1
+    [run] = cloud.runs(job_id)
+    assert (run["status"], status_of(cloud, job_id)) == ("FAILED", "COMPLETED")
+    return job_id, run["run_id"]
 
-    assert status_of(cloud, job_id) == "COMPLETED"
-    assert cloud.job_expiry(job_id) == cloud.kept_until(fire_at)
 
-
-def test_a_one_off_due_later_completed_through_a_poll_expires_too(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+@pytest.mark.parametrize(
+    "due_in",
+    [
+        # Due within the lookahead: claimed at its create, its run kept on the job's item, so
+        # the run's end and the job's completion are one update of that item.
+        pytest.param(timedelta(seconds=30), id="claimed at its create"),
+        pytest.param(timedelta(minutes=10), id="claimed by a poll"),
+    ],
+)
+def test_a_one_off_completed_by_its_run_expires_a_retention_after_the_run_ended(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, due_in: timedelta
 ) -> None:
-    fire_at = clock.now() + timedelta(minutes=10)
+    fire_at = clock.now() + due_in
     job_id = cloud.create(one_off(receiver, fire_at))["job_id"]
-    clock.move_to(fire_at - timedelta(seconds=90))
+    clock.move_to(max(clock.now(), fire_at - timedelta(seconds=90)))
     cloud.poll()
     assert cloud.job_expiry(job_id) is None  # claimed, not ended
     clock.move_to(fire_at)
@@ -68,15 +76,8 @@ def test_a_one_off_due_later_completed_through_a_poll_expires_too(
 def test_a_one_off_whose_run_failed_for_good_expires_with_its_history(
     cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
 ) -> None:
-    receiver.respond_with(500)
-    fire_at = clock.now() + timedelta(seconds=30)
-    job_id = cloud.create(one_off(receiver, fire_at, retry={"max_attempts": 1}))["job_id"]
-    clock.move_to(fire_at)
-    assert cloud.deliver() == 1
-
-    [run] = cloud.runs(job_id)
-    assert (run["status"], status_of(cloud, job_id)) == ("FAILED", "COMPLETED")
-    assert cloud.job_expiry(job_id) == cloud.kept_until(fire_at)
+    job_id, _ = failed_one_off(cloud, clock, receiver)
+    assert cloud.job_expiry(job_id) == cloud.kept_until(clock.now())
 
 
 def test_a_cancelled_job_expires_a_retention_after_its_cancel(
@@ -128,18 +129,6 @@ def test_a_window_whose_last_firing_was_missed_expires_from_the_poll_that_ended_
 
     assert (status_of(cloud, job_id), receiver.requests) == ("COMPLETED", [])
     assert cloud.job_expiry(job_id) == cloud.kept_until(polled_at)
-
-
-def failed_one_off(cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver) -> tuple[str, str]:
-    """A one-off whose only attempt failed: COMPLETED, its run FAILED (job id, run id)."""
-    receiver.respond_with(500)
-    fire_at = clock.now() + timedelta(seconds=30)
-    job_id = cloud.create(one_off(receiver, fire_at, retry={"max_attempts": 1}))["job_id"]
-    clock.move_to(fire_at)
-    assert cloud.deliver() == 1
-    [run] = cloud.runs(job_id)
-    assert (run["status"], status_of(cloud, job_id)) == ("FAILED", "COMPLETED")
-    return job_id, run["run_id"]
 
 
 def test_a_re_driven_run_keeps_its_ended_job_for_the_retention_after_its_longest_round(
