@@ -149,57 +149,87 @@ def test_a_re_driven_run_keeps_its_ended_job_for_the_retention_after_its_longest
     assert cloud.job_expiry(job_id) == cloud.kept_until(retried_at + round_)  # its end moves nothing back
 
 
-def test_a_re_drive_of_a_job_that_has_not_ended_gives_it_no_expiry(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    receiver.respond_with(500)
-    job = cloud.create(
-        {
-            "name": "hourly",
-            "schedule": {"rate": "1 hour"},
-            "target": {"type": "HTTP", "url": receiver.url},
-            "retry": {"max_attempts": 1},
-        }
-    )
-    job_id, fire_at = job["job_id"], datetime.fromisoformat(job["next_fire_at"])
-    clock.move_to(fire_at - timedelta(seconds=90))
-    cloud.poll()
-    clock.move_to(fire_at)
-    assert cloud.deliver() == 1
-    [first] = cloud.runs(job_id)
-    assert (first["status"], status_of(cloud, job_id)) == ("FAILED", "SCHEDULED")
-    assert cloud.call("POST", f"/v1/jobs/{job_id}/runs/{first['run_id']}/retry").status == 202
-    assert cloud.job_expiry(job_id) is None
-
-
-def test_a_backfill_of_a_completed_window_keeps_it_for_its_runs(
-    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
-) -> None:
-    """A window that completed (its last firing ran) is backfilled near its expiry: it is
-    kept for the retention after the most its queued runs can take, one after another."""
-    start = clock.now()
-    end_at = start + timedelta(minutes=12)
-    job_id = cloud.create(
+def completed_window(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver, **fields: Any
+) -> str:
+    """A */5 window of three firings, each claimed by a poll and run: COMPLETED."""
+    end_at = clock.now() + timedelta(minutes=12)
+    job_id: str = cloud.create(
         {
             "name": "window",
             "schedule": {"cron": "*/5 * * * *", "end_at": iso(end_at)},
             "target": {"type": "HTTP", "url": receiver.url},
+            **fields,
         }
     )["job_id"]
-    for _ in range(3):  # its firings, each claimed by a poll and run
+    for _ in range(3):
         clock.advance(300)
         cloud.poll()
         cloud.deliver()
     assert status_of(cloud, job_id) == "COMPLETED"
-    clock.advance(29 * 86_400)
-    backfilled_at = clock.now()
+    return job_id
+
+
+def backfill(cloud: SchedulerHarness, job_id: str, start: datetime) -> int:
+    """Backfill the hour from `start`: the runs it made (the hour's twelve firings)."""
     reply = cloud.call(
-        "POST", f"/v1/jobs/{job_id}/backfill", {"start": iso(start - timedelta(hours=1)), "end": iso(start)}
+        "POST",
+        f"/v1/jobs/{job_id}/backfill",
+        {"start": iso(start), "end": iso(start + timedelta(hours=1))},
     )
     assert reply.status == 202, reply.body
-    made = reply.body["runs"]
-    assert made == 12  # :05 … :00 of the hour before the window
-    assert cloud.job_expiry(job_id) == cloud.kept_until(backfilled_at + longest_round(RetryPolicy()) * made)
+    made: int = reply.body["runs"]
+    assert made == 12
+    return made
+
+
+def test_a_backfill_of_a_completed_window_keeps_it_for_its_queued_runs_and_those_before_them(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A window that completed is backfilled near its expiry: it is kept for the retention
+    after the most its queued runs can take, one after another; a second backfill, its runs
+    queued behind the first's, keeps it for all of them (its write of the job leaves the
+    first keep as it is)."""
+    created = clock.now()
+    job_id = completed_window(cloud, clock, receiver)
+    round_ = longest_round(RetryPolicy())
+    clock.advance(29 * 86_400)
+    first_at = clock.now()
+    assert backfill(cloud, job_id, created - timedelta(hours=2)) == 12
+    assert cloud.job_expiry(job_id) == cloud.kept_until(first_at + round_ * 12)
+
+    clock.advance(60)
+    second_at = clock.now()
+    assert backfill(cloud, job_id, created - timedelta(hours=1)) == 12
+    assert cloud.job_expiry(job_id) == cloud.kept_until(second_at + round_ * 24)
+
+
+def test_a_backfill_whose_runs_all_start_at_once_keeps_the_job_for_one_round(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    created = clock.now()
+    job_id = completed_window(cloud, clock, receiver, concurrency={"overlap": "ALLOW"})
+    clock.advance(29 * 86_400)
+    backfilled_at = clock.now()
+    assert backfill(cloud, job_id, created - timedelta(hours=1)) == 12
+    assert cloud.job_expiry(job_id) == cloud.kept_until(backfilled_at + longest_round(RetryPolicy()))
+
+
+def test_a_write_of_an_ended_job_that_leaves_it_ended_keeps_its_expiry_as_stored(
+    cloud: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    """A versioned write of a job ended before and after (a backfill's catch-up queue) does
+    not bring a longer keep back to its last change."""
+    body = {"name": "hourly", "schedule": {"rate": "1 hour"}, "target": {"type": "HTTP", "url": receiver.url}}
+    job_id = cloud.create(body)["job_id"]
+    assert cloud.call("DELETE", f"/v1/jobs/{job_id}").status == 200
+    store, now = cloud.api_store, clock.now()
+    assert store.keep_ended_job_until(job_id, now + timedelta(days=5))
+    cancelled = store.get_job(job_id)
+    assert cancelled is not None
+    touched = cancelled.model_copy(update={"version": cancelled.version + 1, "updated_at": now})
+    assert store.update_job_if_unchanged(cancelled, touched, now)
+    assert cloud.job_expiry(job_id) == cloud.kept_until(now + timedelta(days=5))
 
 
 def test_an_ended_job_is_only_ever_kept_longer(

@@ -256,9 +256,10 @@ class JobControl:
             self._join_catch_up_queue(job, [run.scheduled_for_ms for run in made], now)
         if made and job.status in ENDED_JOB:
             # A completed window's backfill: the job is kept for the retention after the
-            # longest its runs can take (one after another when they queue), not expired
-            # under them (docs/concepts/guarantees.md, "Run history").
-            rounds = len(made) if queues else 1
+            # longest its runs can take (one after another when they queue, behind those an
+            # earlier backfill queued), not expired under them (docs/concepts/guarantees.md,
+            # "Run history").
+            rounds = len(job.catch_up_queue_ms) + len(made) if queues else 1
             self._store.keep_ended_job_until(job.job_id, now + longest_round(job.retry) * rounds)
         logger.info(
             "job backfilled",

@@ -3,7 +3,7 @@ since it was read, cancelled while active."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from scheduler_core.adapters.dynamodb.transactions import TransactionalWrites
 from scheduler_core.domain import keys
 from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
+from scheduler_core.domain.vocabulary import ENDED_JOB
 
 # Job attributes the owner of the job may not change, and those a job holds only sometimes.
 _IMMUTABLE_JOB_ATTRIBUTES = frozenset(
@@ -77,6 +78,11 @@ class JobRecordsTable(TransactionalWrites):
         that join the end of the job's catch-up queue. False if either condition failed. The
         item's other attributes are left as they are."""
         item = self._codec.job_item(after)
+        # A job ended before and after keeps its expiry as stored: it may have been kept
+        # longer than its last change for the work a backfill or re-drive revived.
+        as_stored = ("expires_at",) if before.status in ENDED_JOB and after.status in ENDED_JOB else ()
+        for name in as_stored:
+            item.pop(name, None)
         job_key = to_item({"pk": keys.job_pk(before.job_id), "sk": keys.JOB_SK})
         seen = expression_values(seen=before.version, seen_status=str(before.status))
         unchanged = "attribute_exists(pk) AND version = :seen AND #status = :seen_status"
@@ -100,7 +106,7 @@ class JobRecordsTable(TransactionalWrites):
         # entry of a run that has not ended where it is.
         own_firing = "next_fire_at_ms" in item
         kept_marker = with_job_name("status") if own_firing else WITH_JOB_TIMER
-        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=False)
+        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=False, kept=as_stored)
         job_update["ConditionExpression"] = f"{unchanged} AND attribute_not_exists({kept_marker})"
         job_update["ExpressionAttributeValues"] |= seen
         if self._write_all([{"Update": job_update}, *run_put]):
@@ -111,22 +117,28 @@ class JobRecordsTable(TransactionalWrites):
         if own_firing:
             job_update["ConditionExpression"] = unchanged
             return self._write_all([{"Update": job_update}, *run_put, *self._move_kept_run(job_update, kept)])
-        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=True)
+        job_update = self._job_replacement(job_key, item, catch_up, keep_entry=True, kept=as_stored)
         job_update["ConditionExpression"] = f"{unchanged} AND attribute_exists({WITH_JOB_TIMER})"
         job_update["ExpressionAttributeValues"] |= seen
         return self._write_all([{"Update": job_update}, *run_put])
 
     def _job_replacement(
-        self, key: dict[str, Any], item: dict[str, Any], catch_up: Sequence[int], keep_entry: bool
+        self,
+        key: dict[str, Any],
+        item: dict[str, Any],
+        catch_up: Sequence[int],
+        keep_entry: bool,
+        kept: Collection[str] = (),
     ) -> dict[str, Any]:
         """The update that writes a job's `item` over its stored one (its immutable attributes
         aside): the optional ones it lacks are removed (the index entry too, unless
-        `keep_entry`); `catch_up` runs join the job's catch-up queue."""
+        `keep_entry`; never those `kept` as stored); `catch_up` runs join the job's catch-up
+        queue."""
         sets = {name: value for name, value in item.items() if name not in _IMMUTABLE_JOB_ATTRIBUTES}
         removes = [
             name
             for name in _OPTIONAL_JOB_ATTRIBUTES
-            if name not in item and not (keep_entry and name in ("due_pk", "due_sk"))
+            if name not in item and name not in kept and not (keep_entry and name in ("due_pk", "due_sk"))
         ]
         names = {f"#a{i}": name for i, name in enumerate(sets)} | {"#status": "status"}
         values = {f":a{i}": value for i, value in enumerate(sets.values())}
