@@ -424,7 +424,7 @@ class JobService:
             raise Conflict(f"job '{job_id}' is paused; resume it, then retry the run")
         if run.status is not RunStatus.FAILED:
             raise Conflict(f"run '{run_id}' is {run.status}; only a FAILED run can be retried")
-        redriven = self._lifecycle.redrive(run)
+        redriven = self._lifecycle.redrive(run, job)
         if redriven is None:
             raise Conflict(f"run '{run_id}' changed while it was being retried; read it again")
         return redriven

@@ -256,11 +256,11 @@ class RunLifecycle:
 
     # --- a manual re-drive ---------------------------------------------------------------
 
-    def redrive(self, run: Run) -> Run | None:
-        """A FAILED run gets a new attempt, now, with a fresh round of `max_attempts`. None
-        if the run is not FAILED (at the attempt read) any more."""
+    def redrive(self, run: Run, job: Job) -> Run | None:
+        """A FAILED run of `job` (as the caller read it) gets a new attempt, now, with a fresh
+        round of `max_attempts`. None if the run is not FAILED (at the attempt read) any more."""
         now = self._clock.now()
-        self._keep_for_new_round(run, now)
+        self._keep_for_new_round(run, job, now)
         redriven = self._store.redrive_run_if_failed(run, now, self.sent_timer(now, now))
         if redriven is not None:
             logger.info("failed run re-driven", extra=_context(redriven))
@@ -268,13 +268,10 @@ class RunLifecycle:
             self._send(redriven)
         return redriven
 
-    def _keep_for_new_round(self, run: Run, now: datetime) -> None:
+    def _keep_for_new_round(self, run: Run, job: Job, now: datetime) -> None:
         """Before a run of an ended job (a one-off's failed run; a task of a completed
         workflow: the workflow) starts a new round, the job is kept for the retention after
         the longest that round can take, so it cannot expire under it."""
-        job = self._store.get_job(run.job_id)
-        if job is None:
-            return  # the re-drive finds the run gone or ends it: nothing to keep
         task = keys.task_of(run.job_id)
         owner = self._store.get_job(task[0]) if task else job
         if owner is not None and owner.status in ENDED_JOB:

@@ -177,7 +177,7 @@ class DeadLetterRedriver:
             return RedriveOutcome.PAUSED
         if job.kind is JobKind.TASK and self._workflows is not None:
             return self._redrive_task(job, run, redriven_runs)
-        if self._lifecycle.redrive(run) is None:
+        if self._lifecycle.redrive(run, job) is None:
             return RedriveOutcome.STALE  # moved on between our read and the conditional update
         redriven_runs.add(run.run_id)
         return RedriveOutcome.REDRIVEN
@@ -197,9 +197,9 @@ class DeadLetterRedriver:
         if phase is not Phase.FAILED or workflow_run is None:
             # Not recorded as failed (its end not joined yet): re-driven as any run; its end
             # is then joined as a retry (`WorkflowRunner._join`).
-            redriven = self._lifecycle.redrive(run)
+            redriven = self._lifecycle.redrive(run, task)
         else:
-            redriven = run if self._workflows.retry_task(workflow_run, run, task.task_id) else None
+            redriven = run if self._workflows.retry_task(workflow_run, run, task) else None
         if redriven is None:
             return RedriveOutcome.STALE
         redriven_runs.add(run.run_id)

@@ -320,13 +320,15 @@ class WorkflowRunner:
         logger.info("workflow run cancelled", extra=_context(current) | {"stopped": sorted(stopped)})
         return True
 
-    def retry_task(self, workflow_run: Run, task_run: Run, task_id: str) -> bool:
+    def retry_task(self, workflow_run: Run, task_run: Run, task: Job) -> bool:
         """Run a FAILED task again (Airflow's "clear"): its workflow run's phases first (the
         task released, what its failure decided waiting again; an ended workflow run runs
         again, without a running slot), then the task's run re-driven. False if the workflow
         run or the task's run changed meanwhile (read again)."""
         state = workflow_run.workflow
         assert state is not None, "only a begun workflow run's task is retried"
+        assert task.task_id is not None, "a task's job names its task"
+        task_id = task.task_id
         now = self._clock.now()
         step = retried(graph_of(state), state.phases, task_id)
         if workflow_run.status is RunStatus.RUNNING:
@@ -338,7 +340,7 @@ class WorkflowRunner:
             self._release(workflow_run, [task for task in step.released if task != task_id], now)
         logger.info("workflow task retried", extra=_context(workflow_run) | {"task_id": task_id})
         # None: the run moved meanwhile; the workflow run's timer then finds it as it is.
-        return self._lifecycle.redrive(task_run) is not None
+        return self._lifecycle.redrive(task_run, task) is not None
 
     # --- the worker: a task's delivery ------------------------------------------------------
 

@@ -413,7 +413,7 @@ class WorkflowService:
         task_job = self._store.get_job(keys.task_job_id(workflow_id, task_id))
         if task_job is None or task_job.status is JobStatus.CANCELLED:
             raise Conflict(f"workflow '{workflow_id}' is cancelled or no longer has task '{task_id}'")
-        if not self._runner.retry_task(run, task_run, task_id):
+        if not self._runner.retry_task(run, task_run, task_job):
             raise Conflict(
                 f"workflow run '{workflow_run_id}' changed while the task was being retried; try again"
             )
