@@ -11,12 +11,12 @@ Lambda context as the worker's (what idempotency reads of it: the time left).
 
 For the cost model (`bench.cost`) it also measures, per run, the DynamoDB read units, the
 SQS requests as billed, the invocations of each function, how long they ran (wall time on
-moto, less the meter's own reads), and the bytes the functions log: the services' lines at
-the functions' log level, each with the keys Powertools' `inject_lambda_context` adds in
-Lambda, and the metrics each worker or poller invocation flushes to its log, and the api's
-audit lines. Creates run through the api's own handler (one request per job, or one batch
-of 100 on the batched paths), polls through the poller's; batches of messages through the
-service the worker's handler calls.
+moto, in a second trial of each path with the meter off, `timed`), and the bytes the
+functions log: the services' lines at the functions' log level, each with the keys
+Powertools' `inject_lambda_context` adds in Lambda, and the metrics each worker or poller
+invocation flushes to its log, and the api's audit lines. Creates run through the api's own
+handler (one request per job, or one batch of 100 on the batched paths), polls through the
+poller's; batches of messages through the service the worker's handler calls.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,10 +70,12 @@ class ClaimRoute:
     name: str
     description: str
     batched: bool = False  # made by `POST /v1/jobs/batch`, all the path's jobs in one request
+    cycle_label: str | None = None  # its last steady poll cycle is counted as the poll cycle's
 
 
+STEADY = "steady:poll-cycle"
 NEAR = ClaimRoute("near", "due within the lookahead: claimed and enqueued at creation")
-FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll")
+FAR = ClaimRoute("far", "due beyond the lookahead: claimed and enqueued by a poll", cycle_label=STEADY)
 NEAR_BATCH = ClaimRoute("near-batch", "as near, made in keyed batches of 100 (POST /v1/jobs/batch)", True)
 FAR_BATCH = ClaimRoute("far-batch", "as far, made in keyed batches of 100 (POST /v1/jobs/batch)", True)
 # One run first, counted apart: this process's first create and batch load botocore models
@@ -81,6 +83,14 @@ FAR_BATCH = ClaimRoute("far-batch", "as far, made in keyed batches of 100 (POST 
 WARM_UP = ClaimRoute("warm", "one near run before the measured ones, not counted")
 # Runs on a batched path: one full batch (`MAX_BATCH_JOBS`).
 BATCH_RUNS = MAX_BATCH_JOBS
+
+
+def timed(route: ClaimRoute) -> ClaimRoute:
+    """`route` again with the meter off, for how long its functions run: the meter's reads
+    around each write would add to their time, and a batch create's writes, made side by
+    side, overlap them, so they cannot be subtracted from its wall time."""
+    cycle = route.cycle_label and route.cycle_label.replace(":", "~timed:", 1)
+    return replace(route, name=f"{route.name}~timed", cycle_label=cycle)
 
 
 class BenchLambdaContext:
@@ -112,9 +122,10 @@ class RequestCounter:
         self.log_meter = LogMeter(self.log)
         self.functions = stack.functions
         self.invocations: Counter[str] = Counter()  # per label
-        self.busy_seconds: defaultdict[str, float] = defaultdict(float)  # per label, less the meter's reads
-        # Per label: the invoking thread's own CPU time, less the meter's (moto answers in
-        # another process): what a function's work asks of its share of a vCPU.
+        # Per label: wall time, and the invoking thread's own CPU time (moto answers in another
+        # process): what a function's work asks of its share of a vCPU. Only a timed trial's
+        # (`timed`) are as long as the functions make them: a metered one reads around writes.
+        self.busy_seconds: defaultdict[str, float] = defaultdict(float)
         self.cpu_seconds: defaultdict[str, float] = defaultdict(float)
         self.worker_batch_size = stack.worker_batch_size
         clients = AwsClients(self.log.session(FUNCTIONS, moto_session()))
@@ -141,8 +152,7 @@ class RequestCounter:
         logger.remove_keys(SAME_ON_EVERY_LINE)  # as the handlers' `inject_invocation`
         if function.name == "api":
             logger.set_correlation_id(str(uuid.uuid4()))
-        started, metered = time.perf_counter(), self.log.meter_seconds
-        cpu = time.thread_time() - self.log.meter_cpu_seconds
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             with (
                 metrics_namespace(function.metrics_namespace, function.service_name),
@@ -155,8 +165,8 @@ class RequestCounter:
                     self.log_meter.add(json.dumps(emf, separators=(",", ":")) + "\n")
         finally:
             logger.set_correlation_id(None)
-            self.busy_seconds[label] += time.perf_counter() - started - (self.log.meter_seconds - metered)
-            self.cpu_seconds[label] += time.thread_time() - self.log.meter_cpu_seconds - cpu
+            self.busy_seconds[label] += time.perf_counter() - started
+            self.cpu_seconds[label] += time.thread_time() - cpu
             self.invocations[label] += 1
 
     def create(self, route: ClaimRoute, count: int, at: datetime) -> list[str]:
@@ -270,8 +280,8 @@ class RequestCounter:
         first = at - horizon - timedelta(seconds=60 * STEADY_POLLS + 1)
         for number in range(STEADY_POLLS):
             self.clock.set(first + timedelta(seconds=60 * (number + 1)))
-            steady = number == STEADY_POLLS - 1 and route is FAR  # the cycle is counted once
-            label = "steady:poll-cycle" if steady else "warm:poll-cycle"
+            steady = number == STEADY_POLLS - 1 and route.cycle_label  # the cycle is counted once
+            label = route.cycle_label if steady and route.cycle_label else "warm:poll-cycle"
             if self.poll_all_shards(label):
                 raise RuntimeError("a poll meant to find nothing claimed a run")
         # Half a second before they are due: the claim poll, and a queue delay of 0.
@@ -334,18 +344,23 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
             try:
                 stack.clear()
                 counter.near(1, WARM_UP)
-                made = {
-                    NEAR: counter.near(runs),
-                    FAR: counter.far(runs),
-                    NEAR_BATCH: counter.near(BATCH_RUNS, NEAR_BATCH),
-                    FAR_BATCH: counter.far(BATCH_RUNS, FAR_BATCH),
+                trials = {
+                    NEAR: (counter.near, runs),
+                    FAR: (counter.far, runs),
+                    NEAR_BATCH: (counter.near, BATCH_RUNS),
+                    FAR_BATCH: (counter.far, BATCH_RUNS),
                 }
+                made = {route: trial(size, route) for route, (trial, size) in trials.items()}
+                with counter.log.unmetered():
+                    made_timed = {
+                        timed(route): trial(size, timed(route)) for route, (trial, size) in trials.items()
+                    }
             finally:
                 handler.setStream(stream)  # type: ignore[attr-defined]
                 logger.setLevel(level)
                 logger.remove_keys(["cold_start", *vars(LambdaContextModel())])
                 logger.append_keys(service=service)
-            succeeded = {route.name: counter.check(job_ids) for route, job_ids in made.items()}
+            succeeded = {route.name: counter.check(job_ids) for route, job_ids in (made | made_timed).items()}
     finally:
         logger.setLevel(level)
     calls = counter.log.calls
@@ -371,7 +386,7 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
         "worker_batch_size": stack.worker_batch_size,
         "paths": {},
     }
-    steady_label = "steady:poll-cycle"
+    steady_label = STEADY
     for route, job_ids in made.items():
         runs = len(job_ids)
         mine = [
@@ -418,7 +433,7 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
         "index_wcu": sum(c.index_wcu for c in steady),
         "read_units": sum(c.read_units for c in steady),
         "invocations": counter.invocations[steady_label],
-        "seconds": counter.busy_seconds[steady_label],
+        "seconds": counter.busy_seconds[str(timed(FAR).cycle_label)],
         "log_bytes": counter.log_meter.bytes[steady_label],
         "log_lines": counter.log_meter.lines[steady_label],
         "claim_poll_fixed_calls": dict(Counter(c.operation for c in claim_poll_fixed)),
@@ -432,7 +447,7 @@ def _claim_poll_reads(calls: list[Call], route: ClaimRoute) -> float:
     claim_poll = [c for c in calls if c.label == f"{route.name}:poll" and _fixed_poll_call(c)]
     if not claim_poll:
         return 0.0
-    steady = [c for c in calls if c.label == "steady:poll-cycle"]
+    steady = [c for c in calls if c.label == STEADY]
     return max(0.0, sum(c.read_units for c in claim_poll) - sum(c.read_units for c in steady))
 
 
@@ -452,7 +467,8 @@ def _by_table(calls: list[Call], runs: int, stack: BenchStack) -> dict[str, floa
 def _functions_per_run(
     counter: RequestCounter, route: ClaimRoute, runs: int, steady_label: str
 ) -> dict[str, Any]:
-    """Invocations, busy seconds and log bytes per run of each function on one path. A claim
+    """Invocations, busy seconds (from the path's timed trial) and log bytes per run of each
+    function on one path. A claim
     poll's invocations are the poll cycle's, paid every minute whatever it claims: a run
     costs the poller only the time and log lines its claim adds to a poll that found nothing."""
     figures: dict[str, dict[str, float]] = {
@@ -468,10 +484,12 @@ def _functions_per_run(
             continue
         function = FUNCTION_OF_PHASE[phase]
         claim_poll = phase == "poll"
+        timed_label, timed_steady = f"{timed(route).name}:{phase}", str(timed(FAR).cycle_label)
+        busy, cpu = counter.busy_seconds, counter.cpu_seconds
         measured = {
             "invocations_per_run": (counter.invocations[steady_label], count),
-            "lambda_seconds_per_run": (counter.busy_seconds[steady_label], counter.busy_seconds[label]),
-            "lambda_cpu_seconds_per_run": (counter.cpu_seconds[steady_label], counter.cpu_seconds[label]),
+            "lambda_seconds_per_run": (busy[timed_steady], busy[timed_label]),
+            "lambda_cpu_seconds_per_run": (cpu[timed_steady], cpu[timed_label]),
             "log_bytes_per_run": (counter.log_meter.bytes[steady_label], counter.log_meter.bytes[label]),
             "log_lines_per_run": (counter.log_meter.lines[steady_label], counter.log_meter.lines[label]),
         }
@@ -519,7 +537,7 @@ def print_requests(result: dict[str, Any]) -> None:
         for name, path in result["paths"].items()
     }
     print(
-        "  worker CPU a run (its thread's CPU time on this machine, the meter's left out): "
+        "  worker CPU a run (its thread's CPU time on this machine, in the timed trial): "
         + ", ".join(f"{name} {seconds * 1000:.1f} ms" for name, seconds in cpu.items() if seconds)
     )
     print(f"  write units: {result['write_units_method']}")

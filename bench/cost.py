@@ -10,8 +10,8 @@ The model, and what it assumes beyond the measurement:
   queues back to back (`ESM_LONG_POLL_SECONDS` each), whatever the load: receives that
   find nothing are billed too. Receives and deletes that carry runs are measured.
 - Lambda is billed per invocation and per GB-second at the deployed memory size; the busy
-  time is measured on moto (wall time of the services' work, the meter's own reads left
-  out), which is neither AWS's latency nor a real target's; cold starts are left out.
+  time is measured on moto (wall time of the services' work, in a trial of each path with
+  the write meter off), which is neither AWS's latency nor a real target's; cold starts are left out.
 - Every invocation also logs Lambda's START, END and REPORT lines (with the X-Ray line,
   tracing being active): `PLATFORM_LOG_LINES`, a sample of their size; every API request
   one access log line (`ACCESS_LOG_LINE`). The audit lines are measured. A GB is 2^30 bytes.
@@ -320,7 +320,7 @@ def cost_model(requests: Mapping[str, Any], prices: PriceList = PRICES) -> dict[
             "memory_mb": memory_mb,
             "shards": shards,
             "event_source_mappings": mappings,
-            "lambda_duration": "measured on moto (wall time less the meter's reads); no cold starts",
+            "lambda_duration": "measured on moto (wall time, the write meter off); no cold starts",
         },
         "paths": paths,
         "poll_cycle_per_shard_per_month": {

@@ -309,10 +309,16 @@ class CallLog:
         self.calls: list[Call] = []
         self.label = "setup"
         self._meter = meter
-        # Time (and the calling thread's CPU time) spent reading items for the meter, which a
-        # timed stretch of work subtracts.
-        self.meter_seconds = 0.0
-        self.meter_cpu_seconds = 0.0
+
+    @contextlib.contextmanager
+    def unmetered(self) -> Iterator[None]:
+        """Calls counted without write units: nothing read around writes, so a timed
+        stretch is as long as the functions' own work makes it."""
+        meter, self._meter = self._meter, None
+        try:
+            yield
+        finally:
+            self._meter = meter
 
     @contextlib.contextmanager
     def labelled(self, label: str) -> Iterator[None]:
@@ -331,7 +337,6 @@ class CallLog:
 
     def _before_call(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         context["bench_started"] = time.perf_counter()
-        cpu = time.thread_time()
         context[_PARAMS_KEY] = dict(params)
         if (
             self._meter is not None
@@ -342,8 +347,6 @@ class CallLog:
             for write in writes:
                 write.before = self._meter.read(write)
             context[_CONTEXT_KEY] = writes
-            self.meter_seconds += time.perf_counter() - context["bench_started"]
-            self.meter_cpu_seconds += time.thread_time() - cpu
 
     def _after_call(
         self,
@@ -360,7 +363,6 @@ class CallLog:
         failed = http_response.status_code >= 300
         table_wcu = index_wcu = units_read = 0.0
         by_table: dict[str, float] = {}
-        metered_from, cpu = time.perf_counter(), time.thread_time()
         if self._meter is not None and service == "dynamodb":
             for write in context.get(_CONTEXT_KEY, []):
                 table, index = self._meter.units(write, self._meter.read(write))
@@ -369,8 +371,6 @@ class CallLog:
                 by_table[write.table] = by_table.get(write.table, 0.0) + table + index
             if operation in _READS and not failed:
                 units_read = self._meter.read_units_of(operation, params, parsed)
-        self.meter_seconds += time.perf_counter() - metered_from
-        self.meter_cpu_seconds += time.thread_time() - cpu
         billed = sqs_billed_requests(sqs_payload_bytes(operation, params, parsed)) if service == "sqs" else 1
         self.calls.append(
             Call(
