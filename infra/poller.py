@@ -57,9 +57,16 @@ class Poller(Construct):
         )
         # A claim is one TransactWriteItems (job update + run put, both conditional), which
         # IAM authorizes as its item actions; watermarks are read and updated on the table.
-        # The watchdog reads a run's job and moves the run with conditional updates.
+        # The watchdog reads a run's job and moves the run with conditional updates. A due
+        # listing none of whose jobs waits through it any more is deleted.
         self.function.allow(
-            actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            actions=[
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+            ],
             resources=[store.jobs_table.table_arn],
         )
         self.function.allow(actions=["dynamodb:Query"], resources=[store.jobs_index_arn(DUE_INDEX)])

@@ -113,7 +113,8 @@ def test_a_batch_takes_each_minutes_count_in_one_write_and_sends_its_claimed_run
     reply = batch(cloud, [one_off(receiver, soon + timedelta(milliseconds=i), f"j{i}") for i in range(25)])
 
     assert reply.status == 201, reply.body
-    assert calls.count("dynamodb.PutItem") == 25  # each job's own conditional write
+    # Each job's own conditional write, and the due listing that holds their firings.
+    assert calls.count("dynamodb.PutItem") == 26
     # The minute's count, once for all 25, and the one item that lists them all.
     assert calls.count("dynamodb.UpdateItem") == 2
     assert calls.count("sqs.SendMessageBatch") == 3  # 25 claimed runs, 10 a call
@@ -203,11 +204,11 @@ def fail_once(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, name: st
     put = cloud.api_store.put_job_if_absent
     failed: list[str] = []
 
-    def throttled_once(job: Job, listed: bool = True) -> bool:
+    def throttled_once(job: Job, listed: bool = True, due_listed: bool = False) -> bool:
         if job.name == name and not failed:
             failed.append(job.job_id)
             raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
-        return put(job, listed)
+        return put(job, listed, due_listed)
 
     monkeypatch.setattr(cloud.api_store, "put_job_if_absent", throttled_once)
     return failed

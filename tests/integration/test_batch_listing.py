@@ -221,10 +221,10 @@ def failing_for(cloud: SchedulerHarness, monkeypatch: pytest.MonkeyPatch, names:
     """The api's writes of the jobs named in `names` fail (a throttle botocore gave up on)."""
     put = cloud.api_store.put_job_if_absent
 
-    def failing(job: Job, listed: bool = True) -> bool:
+    def failing(job: Job, listed: bool = True, due_listed: bool = False) -> bool:
         if job.name in names:
             raise RuntimeError("ProvisionedThroughputExceededException, retries exhausted")
-        return put(job, listed)
+        return put(job, listed, due_listed)
 
     monkeypatch.setattr(cloud.api_store, "put_job_if_absent", failing)
 

@@ -102,10 +102,12 @@ def test_a_key_sent_while_its_first_create_is_in_progress_is_a_409(
     meanwhile: list[ApiReply] = []
     put = DynamoJobStore.put_job_if_absent
 
-    def put_while_another_arrives(store: DynamoJobStore, job: Any, listed: bool = True) -> None:
+    def put_while_another_arrives(
+        store: DynamoJobStore, job: Any, listed: bool = True, due_listed: bool = False
+    ) -> None:
         if not meanwhile:
             meanwhile.append(create(cloud, body, "slow"))
-        put(store, job, listed)
+        put(store, job, listed, due_listed)
 
     monkeypatch.setattr(DynamoJobStore, "put_job_if_absent", put_while_another_arrives)
     first = create(cloud, body, "slow")

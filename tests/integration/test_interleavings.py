@@ -1,6 +1,7 @@
 """Random interleavings of the scheduler's moving parts and the faults around them (issue 4):
-jobs created, polls of one shard or all (one reading its items as they were a step before,
-as DynamoDB's eventually consistent reads may: `DueIndexTable._due_page`), worker passes,
+jobs created (one by one, or one-offs three to a batch: a due listing holds them), polls of
+one shard or all (one reading its items as they were a step before, as DynamoDB's
+eventually consistent reads may: `DueIndexTable._due_page`), worker passes,
 duplicated messages, workers dying mid-call, time moving on. Whatever the order, once time
 has moved far enough and the system has drained: every due run has ended, none ended
 twice, no due firing was skipped, and the target acted once per successful run. Every job
@@ -55,6 +56,7 @@ ONE_OFF_OFFSETS = [0, 5, 30, 90, 300]
 Step = tuple[Any, ...]
 steps = st.one_of(
     st.tuples(st.just("create-once"), st.sampled_from(ONE_OFF_OFFSETS)),
+    st.tuples(st.just("create-batch"), st.sampled_from(ONE_OFF_OFFSETS)),
     st.tuples(st.just("create-cron")),
     st.tuples(
         st.just("poll"),
@@ -116,6 +118,18 @@ class World:
     def create_once(self, seconds: int) -> None:
         when = self.clock.now() + timedelta(seconds=seconds)
         self.one_offs[self.create({"at": when.isoformat()})] = when
+
+    def create_batch(self, seconds: int) -> None:
+        """Three one-offs due at once, made by one batch: a due listing holds their firings."""
+        when = self.clock.now() + timedelta(seconds=seconds)
+        body = {
+            "name": "any",
+            "schedule": {"at": when.isoformat()},
+            "target": {"type": "HTTP", "url": self.receiver.url},
+        }
+        reply = self.cloud.call("POST", "/v1/jobs/batch", {"jobs": [body] * 3})
+        assert reply.status == 201, reply.body
+        self.one_offs |= {job["job_id"]: when for job in reply.body["jobs"]}
 
     def create_cron(self) -> None:
         now = self.clock.now()

@@ -30,21 +30,27 @@ from tests.support.fake_transitions import FakeRunningSlots, FakeRunTransitions,
 class _FakeRecords(FakeTable):
     # --- JobRecords ---------------------------------------------------------------------
 
-    def put_job_if_absent(self, job: Job, listed: bool = True) -> bool:
-        # Listed or not (its batch's listing lists it), the fake lists every job of a tenant.
+    def put_job_if_absent(self, job: Job, listed: bool = True, due_listed: bool = False) -> bool:
+        # Listed or not (its batch's listing lists it), the fake lists every job of a tenant;
+        # due listed or not, its polls find every job with a firing (`due_pages`).
         with self._lock:
             if job.job_id in self._jobs:
                 return False
             self._jobs[job.job_id] = job
             return True
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
+    def put_job_claimed_if_absent(
+        self, job: Job, run: Run, now: datetime, listed: bool = True, due_listed: bool = False
+    ) -> Run | None:
         with self._lock:
             if not self.put_job_if_absent(job):
                 return None
             claimed = self.claim_if_unchanged(job, run, None, now)
             assert claimed is not None, "a job just put is as read"
             return claimed
+
+    def list_due_together(self, listing_id: str, jobs: Sequence[Job]) -> None:
+        """Nothing to write: the fake's polls find every job by its firing (`due_pages`)."""
 
     def get_job(self, job_id: str) -> Job | None:
         with self._lock:

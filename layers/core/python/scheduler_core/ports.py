@@ -79,14 +79,24 @@ class CreateOnce(Protocol):
 class JobRecords(Protocol):
     """A job created once, read, replaced if unchanged since it was read, cancelled while active."""
 
-    def put_job_if_absent(self, job: Job, listed: bool = True) -> bool:
+    def put_job_if_absent(self, job: Job, listed: bool = True, due_listed: bool = False) -> bool:
         """A new job; False if one with its id exists. Not `listed`: the tenant's listing
-        finds it through the listing its batch wrote first (`Listing.list_together`)."""
+        finds it through the listing its batch wrote first (`Listing.list_together`);
+        `due_listed`: the polls find its firing through the due listing its batch wrote first
+        (`DueIndex.list_due_together`)."""
         ...
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
+    def put_job_claimed_if_absent(
+        self, job: Job, run: Run, now: datetime, listed: bool = True, due_listed: bool = False
+    ) -> Run | None:
         """A new job written with its only firing (`run`) claimed, as a put and the claim of
         that firing would leave it; the run as claimed, or None if the job exists already."""
+        ...
+
+    def list_due_together(self, listing_id: str, jobs: Sequence[Job]) -> None:
+        """Hold the firings of `jobs` (one-offs of a batch, each with its firing, about to be
+        written `due_listed`) in the due index together, under `listing_id` (a new id each
+        time): the polls find them there as by entries of their own."""
         ...
 
     def get_job(self, job_id: str) -> Job | None: ...

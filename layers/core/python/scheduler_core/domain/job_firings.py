@@ -10,7 +10,7 @@ from scheduler_core.domain.clock import to_ms
 from scheduler_core.domain.entities import Job, Run
 from scheduler_core.domain.errors import Unprocessable, field_error
 from scheduler_core.domain.schedule import ScheduleSpec, first_fire_at, next_fire_after
-from scheduler_core.domain.vocabulary import RunStatus, Trigger
+from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus, Trigger
 from scheduler_core.domain.wallclock import NeverFires, NoFiringInWindow
 
 # A one-off `at` slightly in the past (clock skew, a slow client) still fires, at once.
@@ -50,6 +50,19 @@ def scheduled_run(job: Job, fire_at: datetime, starts_at: datetime | None = None
         priority=job.priority,
         next_attempt_at=starts_at if starts_at is not None and starts_at != fire_at else None,
         tenant=job.tenant,
+    )
+
+
+def waits_for_its_last_firing(job: Job) -> bool:
+    """A scheduled job (not a workflow) whose next firing is its last, a one-off's: once that
+    firing's run ends, nothing of it is due again (unless it is changed or re-driven), which
+    is what lets a due listing hold it (`DueIndex.list_due_together`)."""
+    fire_at = job.next_fire_at
+    return (
+        job.kind is JobKind.JOB
+        and job.status is JobStatus.SCHEDULED
+        and fire_at is not None
+        and following_firing(job, fire_at) is None
     )
 
 

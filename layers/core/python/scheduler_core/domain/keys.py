@@ -16,6 +16,8 @@ WATERMARK_SK = "WATERMARK"
 SIGNING_SK = "SIGNING_KEYS"
 LISTING_SK = "LISTING"
 LISTING_PK_PREFIX = "LISTING#"
+DUE_LISTING_PK_PREFIX = "DUES#"
+_DUE_LISTING_SK_PREFIX = "JOBS#"
 _MINUTE_MS = 60_000
 _CANONICAL_MS = re.compile(r"0|[1-9][0-9]*")
 
@@ -27,6 +29,25 @@ def job_pk(job_id: str) -> str:
 def listing_pk(listing_id: str) -> str:
     """Where the jobs a batch made are listed together (one tenant index entry for them all)."""
     return f"{LISTING_PK_PREFIX}{listing_id}"
+
+
+def due_listing_pk(listing_id: str) -> str:
+    """Where the one-offs a batch made due in one minute wait in the due index together (one
+    entry for them all, never taken out: it expires)."""
+    return f"{DUE_LISTING_PK_PREFIX}{listing_id}"
+
+
+def due_listing_sk(jobs: int) -> str:
+    """A due listing's sort key says how many jobs it lists: its index entry (keys only)
+    weighs that much in a poll's page before the listing is read."""
+    return f"{_DUE_LISTING_SK_PREFIX}{jobs}"
+
+
+def due_listing_size(pk: str, sk: str) -> int | None:
+    """How many jobs the due index entry (`pk`, `sk`) lists; None if it is not a due listing's."""
+    if not pk.startswith(DUE_LISTING_PK_PREFIX) or not sk.startswith(_DUE_LISTING_SK_PREFIX):
+        return None
+    return int(sk[len(_DUE_LISTING_SK_PREFIX) :])
 
 
 def workflows_of(tenant: str) -> str:

@@ -25,7 +25,7 @@ from scheduler_core.domain.errors import (
     field_error,
     fields_within,
 )
-from scheduler_core.domain.job_firings import first_firing
+from scheduler_core.domain.job_firings import first_firing, waits_for_its_last_firing
 from scheduler_core.domain.target_spec import HttpTarget
 from scheduler_core.domain.tenancy import Tenancy
 from scheduler_core.domain.vocabulary import JobKind, JobStatus, RunStatus
@@ -258,20 +258,30 @@ class JobService:
         (`listing`: `Listing.list_together`), so none is ever unlisted; their own items then
         have no entry in the tenant index, a write unit less each. Fewer than
         `LISTED_TOGETHER_FROM` are listed each by its own entry (a listing and its entry cost
-        two write units)."""
+        two write units). In the same way, when as many wait for their last firing (one-offs),
+        one due listing a minute holds those firings in the due index before they are
+        written (`DueIndex.list_due_together`), instead of an entry each that the run's end
+        takes out again: two write units less a job."""
         outcomes: dict[str, list[Run] | Exception | None] = {}
 
         listed_on_their_own = len(jobs) < LISTED_TOGETHER_FROM
+        due_listed = {job.job_id for job in jobs if waits_for_its_last_firing(job)}
+        if len(due_listed) < LISTED_TOGETHER_FROM:
+            due_listed = set()
 
         def put_one(job: Job) -> None:
             try:
-                outcomes[job.job_id] = self._put_new(job, now, listed=listed_on_their_own)
+                outcomes[job.job_id] = self._put_new(
+                    job, now, listed=listed_on_their_own, due_listed=job.job_id in due_listed
+                )
             except Exception as error:  # the others are written all the same
                 outcomes[job.job_id] = error
 
         def put_all(batch: list[Job]) -> list[bool]:
             if batch and not listed_on_their_own:
                 self._store.list_together(tenant, listing, [job.job_id for job in batch], now)
+            if waiting := [job for job in batch if job.job_id in due_listed]:
+                self._store.list_due_together(self._new_id(), waiting)
             try:
                 self._runner.map(put_one, batch)
             except Exception as error:  # the runner's own failure (a thread that would not start)
@@ -307,14 +317,17 @@ class JobService:
         )
         return job.model_copy(update=self._admit_request(request, job))
 
-    def _put_new(self, job: Job, now: datetime, listed: bool = True) -> list[Run] | None:
+    def _put_new(
+        self, job: Job, now: datetime, listed: bool = True, due_listed: bool = False
+    ) -> list[Run] | None:
         """Write a new job: a one-off due soon with its firing claimed, in one write. The runs
         claimed with it; None if the job exists already. Not `listed`: its batch's listing
-        lists it (`Listing.list_together`)."""
+        lists it (`Listing.list_together`); `due_listed`: its batch's due listing holds its
+        firing (`DueIndex.list_due_together`)."""
         claiming = self._dispatcher.claimed_at_create(job, now)
         if claiming is None:
-            return [] if self._store.put_job_if_absent(job, listed) else None
-        run = self._store.put_job_claimed_if_absent(job, claiming, now, listed)
+            return [] if self._store.put_job_if_absent(job, listed, due_listed) else None
+        run = self._store.put_job_claimed_if_absent(job, claiming, now, listed, due_listed)
         return None if run is None else [run]
 
     def _enqueue_claimed(self, runs: list[Run]) -> None:

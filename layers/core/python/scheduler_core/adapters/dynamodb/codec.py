@@ -107,9 +107,11 @@ class ItemCodec:
         self._shards = shard_count
         self._retention = timedelta(days=retention_days)
 
-    def job_item(self, job: Job, listed: bool = True) -> dict[str, Any]:
+    def job_item(self, job: Job, listed: bool = True, due_listed: bool = False) -> dict[str, Any]:
         """The item of `job`; not `listed`: a job listed in the tenant index by its batch's
-        listing item (`list_together`), not by an entry of its own."""
+        listing item (`list_together`), not by an entry of its own; `due_listed`: one whose
+        firing waits in the due index through its batch's due listing (`list_due_together`),
+        with no entry of its own."""
         values: dict[str, Any] = {
             "pk": keys.job_pk(job.job_id),
             "sk": keys.JOB_SK,
@@ -152,7 +154,7 @@ class ItemCodec:
             values["next_fire_at_ms"] = fire_ms
             # Only a scheduled job waits in the due index; a paused one keeps its next firing
             # (where a resume carries on from) out of it.
-            if job.status is JobStatus.SCHEDULED:
+            if job.status is JobStatus.SCHEDULED and not due_listed:
                 values |= {
                     "due_pk": keys.due_pk(fire_ms, keys.shard_for(job.job_id, self._shards)),
                     "due_sk": fire_ms,
@@ -162,6 +164,22 @@ class ItemCodec:
         if job.status in ENDED_JOB:  # its TTL: every write that ends a job sets it
             values["expires_at"] = self.expiry(job.updated_at)
         return to_item(values)
+
+    def due_listing_item(self, listing_id: str, firings: Mapping[str, int]) -> dict[str, Any]:
+        """A due listing (`list_due_together`): one-offs a batch made (`firings`: job id →
+        its firing, epoch ms, all in one minute), in the due index by one entry at the first
+        of them, in its own id's shard; it expires the run retention after that minute."""
+        first = min(firings.values())
+        return to_item(
+            {
+                "pk": keys.due_listing_pk(listing_id),
+                "sk": keys.due_listing_sk(len(firings)),
+                "due_pk": keys.due_pk(first, keys.shard_for(listing_id, self._shards)),
+                "due_sk": first,
+                "job_ids": set(firings),
+                "expires_at": self.expiry(from_ms(keys.bucket_end(keys.bucket_of(first)))),
+            }
+        )
 
     @staticmethod
     def _listed(job: Job, listed: bool = True) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from scheduler_core.adapters.dynamodb.codec import (
     with_job_name,
 )
 from scheduler_core.adapters.dynamodb.cursors import decode_cursor, encode_cursor
+from scheduler_core.adapters.dynamodb.due_listings import DueListingsTable
 from scheduler_core.adapters.dynamodb.expressions import (
     JOIN_CATCH_UP_QUEUE,
     NOTHING_RUNNING_OR_WAITING,
@@ -50,7 +51,7 @@ def _resume_point(key: dict[str, Any] | None) -> str | None:
     return encode_cursor({name: int(value) if name == "due_sk" else value for name, value in key.items()})
 
 
-class DueIndexTable(TransactionalWrites):
+class DueIndexTable(TransactionalWrites, DueListingsTable):
     def due_pages(
         self,
         shard: int,
@@ -60,7 +61,8 @@ class DueIndexTable(TransactionalWrites):
         after: str | None = None,
     ) -> Iterator[DueItems]:
         """Jobs and runs of one shard's minute bucket due at or before `until_ms`, a page of up
-        to `due_page` index entries at a time (oldest first), so a poll acts on the first of a
+        to `due_page` index entries at a time (oldest first; a due listing's entry counts as
+        the jobs it names: `due_listings`), so a poll acts on the first of a
         big bucket before it has read the last; from the start, or after the page a
         `resume_after` names. With `runs_until_ms`, runs only up to then, the later ones
         counted (`later_runs`), not read. The index holds keys only (a run's key says it is a
@@ -82,7 +84,7 @@ class DueIndexTable(TransactionalWrites):
         if start is not None and start["due_sk"] > until_ms:
             return  # nothing after it is due yet (DynamoDB refuses a start outside the range)
         entries: list[dict[str, Any]] = []
-        later_runs = 0
+        later_runs = weight = 0
         try:
             for entry, resume in self._query_items(query, start):
                 is_run = entry["sk"]["S"].startswith(keys.RUN_SK_PREFIX)
@@ -90,10 +92,12 @@ class DueIndexTable(TransactionalWrites):
                     later_runs += 1
                 else:
                     entries.append(entry)
-                if len(entries) >= self._due_page_size or resume is None:
+                    # A due listing's entry weighs as the jobs it names.
+                    weight += keys.due_listing_size(entry["pk"]["S"], entry["sk"]["S"]) or 1
+                if weight >= self._due_page_size or resume is None:
                     page = self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
                     yield replace(page, resume_after=_resume_point(resume))
-                    entries, later_runs = [], 0
+                    entries, later_runs, weight = [], 0, 0
         except ClientError as error:
             if is_contention(error):
                 raise StoreContention(str(error)) from error
@@ -126,13 +130,16 @@ class DueIndexTable(TransactionalWrites):
         "Poll"). The watchdog sends a last attempt's dead-letter record before its write, so
         a run that ended or beat its heart in that second can leave a record for nothing
         (`make redrive` drops it: docs/operations/redrive.md)."""
+        listings = [e for e in entries if keys.due_listing_size(e["pk"]["S"], e["sk"]["S"]) is not None]
         items = [
             item
-            for item in self._items_of(entries, consistent=False)
+            for item in self._items_of([e for e in entries if e not in listings], consistent=False)
             if item is not None
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms
         ]
+        if listings:  # the jobs due listings hold here (none of them has an entry of its own)
+            items += self._listed_due_items(bucket, until_ms, listings)
         jobs: list[Job] = []
         runs: list[Run] = []
         for item in items:
@@ -286,15 +293,18 @@ class DueIndexTable(TransactionalWrites):
         assert kept is not None, "the update wrote the run"
         return self._codec.job_from_item(item), kept
 
-    def put_job_claimed_if_absent(self, job: Job, run: Run, now: datetime, listed: bool = True) -> Run | None:
+    def put_job_claimed_if_absent(
+        self, job: Job, run: Run, now: datetime, listed: bool = True, due_listed: bool = False
+    ) -> Run | None:
         """A new job whose only firing is `run`, written claimed: the item a put and then the
         claim of its last firing (`_claim_with_job`) leave, in one PutItem. Nobody can have
         read a job before it exists, so the put's own condition fences the claim. The run
-        as claimed; None if a job with its id exists already. `listed`: as `put_job_if_absent`."""
+        as claimed; None if a job with its id exists already. `listed`, `due_listed`: as
+        `put_job_if_absent`."""
         kept = run.model_copy(update={"with_job": True})
         item = {
             name: value
-            for name, value in self._codec.job_item(job, listed).items()
+            for name, value in self._codec.job_item(job, listed, due_listed).items()
             if name != "next_fire_at_ms"
         }
         item |= to_item({"version": job.version + 1, "updated_at_ms": to_ms(now)})

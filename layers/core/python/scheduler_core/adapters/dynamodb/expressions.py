@@ -12,8 +12,12 @@ from scheduler_core.domain.entities import Run
 from scheduler_core.domain.vocabulary import RunStatus
 from scheduler_core.ports import RunRef
 
-# The claim's condition: the job is still scheduled, at the version and firing we read.
-UNCHANGED_SINCE_READ = "version = :seen AND due_sk = :seen_fire AND #status = :scheduled"
+# The claim's condition: the job is still scheduled, at the version and firing we read (its
+# index entry's; a job a due listing holds has none: its next firing's).
+UNCHANGED_SINCE_READ = (
+    "version = :seen AND #status = :scheduled"
+    " AND (due_sk = :seen_fire OR (attribute_not_exists(due_sk) AND next_fire_at_ms = :seen_fire))"
+)
 RUN_EXISTS = "attribute_exists(sk)"
 RUN_ABSENT = "attribute_not_exists(sk)"
 RUNNING_ATTEMPT = "#status = :running AND attempt = :attempt"

@@ -32,13 +32,14 @@ _OPTIONAL_JOB_ATTRIBUTES = ("due_pk", "due_sk", "next_fire_at_ms", "paused_at_ms
 
 
 class JobRecordsTable(TransactionalWrites):
-    def put_job_if_absent(self, job: Job, listed: bool = True) -> bool:
-        """Write a new job (not `listed`: its batch's listing item lists it); False if a job
-        with its id exists already."""
+    def put_job_if_absent(self, job: Job, listed: bool = True, due_listed: bool = False) -> bool:
+        """Write a new job (not `listed`: its batch's listing item lists it; `due_listed`: its
+        batch's due listing holds its firing in the due index); False if a job with its id
+        exists already."""
         try:
             self._ddb.put_item(
                 TableName=self._table,
-                Item=self._codec.job_item(job, listed),
+                Item=self._codec.job_item(job, listed, due_listed),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as error:
