@@ -26,7 +26,7 @@ import json
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,6 +47,7 @@ from infra.local.identity import principal_id
 from scheduler_core.adapters.aws import RETRY_CONFIG, AwsClients
 from scheduler_core.adapters.queues import delete_received
 from scheduler_core.composition import build_dispatcher, build_job_service, build_run_executor, build_store
+from scheduler_core.domain import keys
 from scheduler_core.domain.api_shapes import MAX_BATCH_JOBS
 from scheduler_core.domain.clock import ManualClock, from_ms, to_ms
 from scheduler_core.domain.messages import RunMessage
@@ -62,7 +63,16 @@ ACCOUNT = "123456789012"
 # What Lambda puts in a traced function's environment; Powertools logs its Root on every line.
 XRAY_TRACE_HEADER = "Root=1-6745f0a2-3b8c1d2e4f5a6b7c8d9e0f1a;Parent=1a2b3c4d5e6f7a8b;Sampled=1"
 # The phase of a label (`near:create`) → the function that does that work in the stack.
-FUNCTION_OF_PHASE = {"create": "api", "poll": "poller", "poll-cycle": "poller", "work": "worker"}
+FUNCTION_OF_PHASE = {
+    "create": "api",
+    "poll": "poller",
+    "after": "poller",
+    "poll-cycle": "poller",
+    "work": "worker",
+}
+# The phases whose polls are the poll cycle's (paid every minute whatever they find): a run
+# costs them only what they do beyond a poll that finds nothing.
+POLL_PHASES = ("poll", "after")
 
 
 @dataclass(frozen=True)
@@ -267,9 +277,24 @@ class RequestCounter:
 
     def near(self, count: int, route: ClaimRoute = NEAR) -> list[str]:
         # 1 s ahead: claimed at creation, and the queue delay (whole seconds − 1 s lead) is 0.
-        job_ids = self.create(route, count, from_ms(to_ms(self.clock.now())) + timedelta(seconds=1))
+        at = from_ms(to_ms(self.clock.now())) + timedelta(seconds=1)
+        job_ids = self.create(route, count, at)
         self.work(route, count)
+        self.polls_after(route, at)
         return job_ids
+
+    def polls_after(self, route: ClaimRoute, at: datetime) -> None:
+        """The polls, a minute apart, that read the bucket of the runs due `at` after they
+        ended, until it is `poll_grace_seconds` behind: what they read of it (a due listing
+        and its finished jobs; nothing where the runs' ends took their entries out) is the
+        runs' cost."""
+        bucket_end = from_ms(keys.bucket_end(keys.bucket_of(to_ms(at))))
+        when = at
+        while when - timedelta(seconds=self.settings.poll_grace_seconds) <= bucket_end:
+            when += timedelta(seconds=60)
+            self.clock.set(when)
+            if self.poll_all_shards(f"{route.name}:after"):
+                raise RuntimeError("a poll after the runs ended sent one again")
 
     def far(self, count: int, route: ClaimRoute = FAR) -> list[str]:
         start = self.clock.now()
@@ -290,6 +315,7 @@ class RequestCounter:
         if claimed != count:
             raise RuntimeError(f"the poll claimed {claimed} of {count} runs")
         self.work(route, count)
+        self.polls_after(route, at)
         return job_ids
 
 
@@ -389,11 +415,16 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
     steady_label = STEADY
     for route, job_ids in made.items():
         runs = len(job_ids)
+        cycles = {  # the path's polls, in poll cycles (each polls every shard once)
+            label: count / counter.invocations[steady_label]
+            for label, count in counter.invocations.items()
+            if label.startswith(f"{route.name}:") and label.split(":", 1)[1] in POLL_PHASES
+        }
         mine = [
             c
             for c in calls
             if c.label.startswith(f"{route.name}:")
-            and not (c.label == f"{route.name}:poll" and _fixed_poll_call(c))
+            and not (c.label.split(":", 1)[1] in POLL_PHASES and _fixed_poll_call(c))
         ]
         per_phase: dict[str, dict[str, float]] = {}
         for call in mine:
@@ -412,7 +443,8 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
             "retries": sum(c.attempts - 1 for c in mine),
             "failed_calls": sum(c.failed for c in mine),
             "write_units_by_table_per_run": _by_table(mine, runs, stack),
-            "read_units_per_run": (sum(c.read_units for c in mine) + _claim_poll_reads(calls, route)) / runs,
+            "read_units_per_run": (sum(c.read_units for c in mine) + _claim_poll_reads(calls, route, cycles))
+            / runs,
             "sqs_requests_per_run": {
                 role: sum(c.billed_requests for c in mine if c.role == role and c.service == "sqs") / runs
                 for role in (FUNCTIONS, ESM)
@@ -441,14 +473,17 @@ def measure_requests(stack: BenchStack, runs: int) -> dict[str, Any]:
     return result
 
 
-def _claim_poll_reads(calls: list[Call], route: ClaimRoute) -> float:
-    """What the due-index queries of a poll that claims read beyond those of a poll that
-    finds nothing: the entries of the runs it claims."""
-    claim_poll = [c for c in calls if c.label == f"{route.name}:poll" and _fixed_poll_call(c)]
-    if not claim_poll:
-        return 0.0
-    steady = [c for c in calls if c.label == STEADY]
-    return max(0.0, sum(c.read_units for c in claim_poll) - sum(c.read_units for c in steady))
+def _claim_poll_reads(calls: list[Call], route: ClaimRoute, cycles: Mapping[str, float]) -> float:
+    """What the due-index queries of the path's polls (its claim poll, those after its runs)
+    read beyond as many polls that find nothing (`cycles`, by label): the entries of the runs
+    they claim or read again."""
+    steady = sum(c.read_units for c in calls if c.label == STEADY)
+    extra = 0.0
+    for phase in POLL_PHASES:
+        label = f"{route.name}:{phase}"
+        read = sum(c.read_units for c in calls if c.label == label and _fixed_poll_call(c))
+        extra += max(0.0, read - cycles.get(label, 0.0) * steady)
+    return extra
 
 
 def _by_table(calls: list[Call], runs: int, stack: BenchStack) -> dict[str, float]:
@@ -468,9 +503,9 @@ def _functions_per_run(
     counter: RequestCounter, route: ClaimRoute, runs: int, steady_label: str
 ) -> dict[str, Any]:
     """Invocations, busy seconds (from the path's timed trial) and log bytes per run of each
-    function on one path. A claim
-    poll's invocations are the poll cycle's, paid every minute whatever it claims: a run
-    costs the poller only the time and log lines its claim adds to a poll that found nothing."""
+    function on one path. A poll's invocations (its claim poll's, those after its runs) are the
+    poll cycle's, paid every minute whatever it finds: a run costs the poller only the time
+    and log lines it adds to a poll that found nothing."""
     figures: dict[str, dict[str, float]] = {
         "invocations_per_run": {},
         "lambda_seconds_per_run": {},
@@ -483,7 +518,8 @@ def _functions_per_run(
         if path != route.name:
             continue
         function = FUNCTION_OF_PHASE[phase]
-        claim_poll = phase == "poll"
+        # A poll of the path is that many poll cycles (4 shards' invocations each) and more.
+        cycles = count / counter.invocations[steady_label] if phase in POLL_PHASES else 0.0
         timed_label, timed_steady = f"{timed(route).name}:{phase}", str(timed(FAR).cycle_label)
         busy, cpu = counter.busy_seconds, counter.cpu_seconds
         measured = {
@@ -494,7 +530,7 @@ def _functions_per_run(
             "log_lines_per_run": (counter.log_meter.lines[steady_label], counter.log_meter.lines[label]),
         }
         for figure, (cycle, value) in measured.items():
-            per_run = max(0.0, value - cycle if claim_poll else value) / runs
+            per_run = max(0.0, value - cycles * cycle) / runs
             if per_run:
                 figures[figure][function] = figures[figure].get(function, 0.0) + per_run
     return figures

@@ -44,6 +44,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +52,16 @@ from typing import Any
 
 from bench import chaos_workflows as wf
 from bench.common import interrupt, positive_float, positive_int, recorded_options
-from bench.lateness import Created, create_all, create_failures, plan, queue_depths
+from bench.lateness import (
+    CREATE_THREADS,
+    Created,
+    create_batch,
+    create_failures,
+    create_job,
+    not_sooner_than,
+    plan,
+    queue_depths,
+)
 from bench.periodic import Periodic
 from bench.receiver import Arrival, ReceiverProcess
 from bench.report import describe_machine, machine, table
@@ -77,6 +87,7 @@ POLL_PERIOD_SECONDS = 60  # the poller's EventBridge rule: rate(1 minute)
 LATE_CREATE_LEAD_MS = 10_000
 RESEND_AFTER_SECONDS = 60  # a waiting run not started this long after its time is sent again
 MARGIN_SLACK_SECONDS = 30  # for the worker's own work and moto's pauses
+BATCH_BLOCK = 100  # consecutive jobs a batched create makes in one request (MAX_BATCH_JOBS)
 TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED")
 CHECK_SECONDS = 10  # how often the jobs table is read once every run is due
 SETTLE_SECONDS = 5  # how long to keep listening for late deliveries once every run finished
@@ -121,6 +132,42 @@ class ChaosMonkey(Periodic):
             return True
         self.kills.append(Kill(time.time(), pid, live[pid]))
         return True
+
+
+def create_jobs(
+    api_url: str,
+    target_url: str,
+    fire_times: Sequence[int],
+    retry: dict[str, float] | None,
+    batched_share: float,
+    block_size: int = BATCH_BLOCK,
+) -> list[Created]:
+    """The soak's jobs in the order of their fire times, `block_size` at a time:
+    `batched_share` of the blocks, spread over the soak, made by one keyed `POST
+    /v1/jobs/batch` each (their one-offs held by due listings), the others one `POST /v1/jobs`
+    a job; CREATE_THREADS requests at a time. A time nearer than `LATE_CREATE_LEAD_MS` when
+    its request is sent is moved that far from then."""
+    units: list[tuple[bool, list[int]]] = []
+    for block, first in enumerate(range(0, len(fire_times), block_size)):
+        indices = list(range(first, min(first + block_size, len(fire_times))))
+        if int((block + 1) * batched_share) > int(block * batched_share):
+            units.append((True, indices))
+        else:
+            units.extend((False, [index]) for index in indices)
+
+    def make(unit: tuple[bool, list[int]]) -> list[Created]:
+        batched, indices = unit
+        due = [(index, not_sooner_than(fire_times[index], LATE_CREATE_LEAD_MS)) for index in indices]
+        if batched:
+            return create_batch(api_url, target_url, due, name="bench-chaos", retry=retry)
+        [(index, at_ms)] = due
+        return [create_job(api_url, target_url, index, at_ms, name="bench-chaos", retry=retry)]
+
+    pool = ThreadPoolExecutor(CREATE_THREADS)
+    try:
+        return [created for made in pool.map(make, units) for created in made]
+    finally:  # interrupted: the requests not yet sent never are
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def later_than_planned(made: Sequence[tuple[int, Created | wf.CreatedWorkflow]]) -> dict[str, Any]:
@@ -316,6 +363,7 @@ class Plan:
     seed: int
     workflows: int = 0
     one_offs_claimed_at_start: bool = False  # context `one_offs_claimed_at_start`
+    batched_share: float = 0.5  # of the jobs, made by `POST /v1/jobs/batch` (`create_jobs`)
 
 
 def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, Any]:
@@ -370,13 +418,8 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
                 workflows = wf.create_workflows(
                     cloud.api_url, receiver.url, workflow_times, plan_.retry, LATE_CREATE_LEAD_MS
                 )
-                created = create_all(
-                    cloud.api_url,
-                    receiver.url,
-                    fire_times,
-                    name="bench-chaos",
-                    retry=plan_.retry,
-                    min_lead_ms=LATE_CREATE_LEAD_MS,
+                created = create_jobs(
+                    cloud.api_url, receiver.url, fire_times, plan_.retry, plan_.batched_share
                 )
                 create_seconds = time.monotonic() - creating
                 made_at = [c.at_ms for c in created if c.job_id] + [
@@ -435,6 +478,8 @@ def measure_chaos(plan_: Plan, log_path: Path, assembly_dir: Path) -> dict[str, 
         "jobs_planned": plan_.jobs,
         "spread_seconds": plan_.spread_seconds,
         "one_offs_claimed_at_start": plan_.one_offs_claimed_at_start,
+        "batched_share": plan_.batched_share,
+        "made_in_batches": sum(1 for c in created if c.job_id and c.batched),
         "lead_seconds": plan_.lead_seconds,
         "fail_rate": plan_.fail_rate,
         "retry": plan_.retry,
@@ -692,6 +737,7 @@ def print_chaos(result: dict[str, Any]) -> None:
             else "— never, within the margin"
         )
         + f"; creation took {r['create_seconds']:.0f} s"
+        + f" ({r.get('made_in_batches', 0)} jobs made in batches of up to {BATCH_BLOCK})"
     )
     for run in r["lost_runs"]:
         print(f"  lost: {run}")
@@ -751,6 +797,13 @@ def failed_goals(result: dict[str, Any]) -> bool:
 # --- command line ----------------------------------------------------------------------------
 
 
+def share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a share from 0 to 1, got {text}")
+    return value
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--jobs", type=positive_int, default=2000, help="one-off jobs (2000)")
@@ -792,6 +845,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="CDK context one_offs_claimed_at_start: polls send one-offs unclaimed, their start claims them",
     )
+    parser.add_argument(
+        "--batched-share",
+        type=share,
+        default=0.5,
+        help="share of the jobs made 100 at a time by POST /v1/jobs/batch, the rest one by one (0.5)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of the failures and kills (random)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/chaos.json"), help="JSON figures")
     return parser.parse_args(argv)
@@ -823,6 +882,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=seed,
         workflows=args.workflows,
         one_offs_claimed_at_start=args.one_offs_claimed_at_start,
+        batched_share=args.batched_share,
     )
     info = machine()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")

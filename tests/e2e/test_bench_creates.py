@@ -1,6 +1,7 @@
 """The benchmarks' creates against the local cloud's API: a chaos soak's create that comes
 too late for its planned time is made due a lead from then (`bench.chaos.LATE_CREATE_LEAD_MS`),
-where without one the API refuses a time more than 60 s past."""
+where without one the API refuses a time more than 60 s past; the soak makes its share of
+jobs in batches, the others one by one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bench.chaos import create_jobs
 from bench.lateness import create_all
 from infra.local.cloud import LocalCloud
 from scheduler_core.domain.clock import to_ms
@@ -54,3 +56,21 @@ def test_without_a_lead_a_create_asks_for_its_planned_time_and_a_past_one_is_ref
     assert refused.at_ms == past_ms
     assert refused.error is not None
     assert "schedule.at" in refused.error
+
+
+def test_the_soak_makes_its_batched_share_of_blocks_by_one_batch_each(
+    local_cloud: LocalCloud, api: ApiClient
+) -> None:
+    planned = [now_ms() + 2 * HOUR_MS + index for index in range(6)]
+    created = create_jobs(local_cloud.api_url, UNREACHABLE, planned, None, batched_share=0.5, block_size=3)
+    try:
+        assert [c.status for c in created] == [201] * 6, [c.error for c in created]
+        assert [c.batched for c in created] == [False] * 3 + [True] * 3
+        assert [c.index for c in created] == list(range(6))
+        for made, at_ms in zip(created, planned, strict=True):
+            assert made.job_id is not None
+            assert to_ms(datetime.fromisoformat(api.job(made.job_id)["schedule"]["at"])) == at_ms
+    finally:
+        for made in created:
+            if made.job_id is not None:
+                api.cancel(made.job_id)
