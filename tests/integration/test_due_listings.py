@@ -270,3 +270,50 @@ def test_a_listings_entry_weighs_in_a_page_as_the_jobs_it_names(
     pages = list(store.due_pages(0, to_ms(at), to_ms(at)))
     assert len(pages) == 2  # one listing a page, as three entries would be
     assert all(page.resume_after is not None for page in pages[:1])
+
+
+def test_a_resume_point_never_passes_a_listing_with_jobs_not_due_yet(
+    small_pages: SchedulerHarness, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    cloud = small_pages
+    minute = (clock.now() + LATER).replace(second=0, microsecond=0)
+    listed = make(cloud, [one_off(receiver, minute + timedelta(seconds=s), f"l{s}") for s in (0, 20, 50)])
+    own = [
+        cloud.create(one_off(receiver, minute + timedelta(seconds=s), f"o{s}"))["job_id"]
+        for s in range(5, 11)
+    ]
+    store = build_store(cloud.settings, cloud.clients, due_page=3)
+    until = minute + timedelta(seconds=40)
+
+    pages = list(store.due_pages(0, to_ms(minute), to_ms(until)))
+    assert (
+        [sorted(job.job_id for job in page.jobs) for page in pages]
+        == [
+            sorted(listed[:2]),  # the listing's jobs due by then; the one at :50 is not
+            sorted(own[:3]),
+            sorted(own[3:]),
+        ]
+    )
+    # The listing's entry is at its first firing: the page read the index that far, however
+    # late the jobs it led to fire.
+    assert pages[0].read_to_ms == to_ms(minute)
+    # A poll stopped after any of these pages takes the bucket up from its start next time,
+    # not after the listing: its job at :50 was never tried.
+    assert [page.resume_after for page in pages] == [None, None, None]
+    # Due by then, every job of it is read and the resume points move on as usual.
+    later = list(store.due_pages(0, to_ms(minute), to_ms(minute + timedelta(seconds=59))))
+    assert sorted(job.job_id for job in later[0].jobs) == sorted(listed)
+    assert later[0].resume_after is not None
+
+
+def test_a_job_two_listings_name_is_read_once(small_pages: SchedulerHarness, clock: FrozenClock) -> None:
+    cloud = small_pages
+    at = clock.now() + LATER
+    jobs = [a_job(job_id=f"twice{i}", next_fire_at=at, schedule={"at": at}) for i in range(3)]
+    for job in jobs:
+        assert cloud.api_store.put_job_if_absent(job, due_listed=True)
+    cloud.api_store.list_due_together("first", jobs)
+    cloud.api_store.list_due_together("again", jobs)  # a batch sent again that missed them
+
+    [page] = list(cloud.poll_store.due_pages(0, to_ms(at), to_ms(at)))
+    assert sorted(job.job_id for job in page.jobs) == ["twice0", "twice1", "twice2"]

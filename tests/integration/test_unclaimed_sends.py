@@ -462,3 +462,38 @@ def test_a_job_whose_claim_fails_every_poll_does_not_hold_back_the_mark(
 
 def report_horizon(cloud: SchedulerHarness, clock: FrozenClock) -> datetime:
     return clock.now() + timedelta(seconds=cloud.settings.lookahead_seconds)
+
+
+def test_a_poll_out_of_time_after_a_due_listing_marks_no_firing_it_did_not_read(
+    clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    with mock_aws():
+        clients = AwsClients(boto3.session.Session(region_name="us-east-1"))
+        settings = create_scheduler_resources(clients).model_copy(
+            update={"one_offs_claimed_at_start": True, "shard_count": 1}
+        )
+        cloud = SchedulerHarness(clients, settings, clock)
+        minute = (clock.now() + SOON).replace(second=0, microsecond=0)
+
+        def body(seconds: int) -> dict[str, Any]:
+            at = (minute + timedelta(seconds=seconds)).isoformat()
+            return {
+                "name": f"at-{seconds}",
+                "schedule": {"at": at},
+                "target": {"type": "HTTP", "url": receiver.url},
+            }
+
+        # A due listing at the minute's start names jobs up to :50; own entries at :10-:12
+        # come after its entry in the index, though before most of its jobs.
+        reply = cloud.call("POST", "/v1/jobs/batch", {"jobs": [body(0), body(20), body(50)]})
+        assert reply.status == 201, reply.body
+        own = {cloud.create(body(10 + i))["job_id"] for i in range(3)}
+        store = build_store(settings, clients, due_page=3)
+        clock.move_to(minute - timedelta(seconds=90))
+
+        dispatcher = build_dispatcher(settings, clients, clock, store, OutOfTimeAfterPages(clock, 1))
+        first = dispatcher.poll_shard(0, time_left=timedelta(seconds=6))
+        assert {run.job_id for run in first.sent} & own == set()  # only the listing's page
+        assert _unsent_below_the_mark(cloud, 0, {run.run_id for run in first.sent}) == []
+        second = dispatcher.poll_shard(0)
+        assert own <= {run.job_id for run in second.sent}

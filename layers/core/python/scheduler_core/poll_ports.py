@@ -24,6 +24,9 @@ class DueItems:
     # Where a read of the bucket goes on after this page (`due_pages(after=...)`); None:
     # this was the bucket's last page.
     resume_after: str | None = None
+    # The latest time of the index entries the page read (None: not told). A job a due
+    # listing led to may fire later than its listing's entry, the listing's first firing.
+    read_to_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -329,6 +329,8 @@ class Dispatcher:
                 page_drained, page_tried = self._claim_page(due.jobs, read, outbox)
                 drained = drained and page_drained
                 fires = [to_ms(job.next_fire_at) for job in due.jobs if job.next_fire_at is not None]
+                if due.read_to_ms is not None:  # not past the index entries read (due listings)
+                    fires = [min(fire, due.read_to_ms) for fire in fires]
                 read_to_ms = max([fire for fire in fires if fire < bucket + 60_000] + [read_to_ms or bucket])
                 if page_tried:
                     tried_to = due.resume_after

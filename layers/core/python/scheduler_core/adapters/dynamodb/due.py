@@ -44,6 +44,10 @@ JOB_ABSENT = "attribute_not_exists(pk)"
 DUE_ENTRY_KEYS = ("pk", "sk", "due_pk", "due_sk")  # an entry of the due index, as a resume point
 
 
+def _key(entry: dict[str, Any]) -> tuple[str, str]:
+    return entry["pk"]["S"], entry["sk"]["S"]
+
+
 def _resume_point(key: dict[str, Any] | None) -> str | None:
     """A due entry's key as an opaque resume point (its timer a whole number of ms)."""
     if key is None:
@@ -84,6 +88,9 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
         if start is not None and start["due_sk"] > until_ms:
             return  # nothing after it is due yet (DynamoDB refuses a start outside the range)
         entries: list[dict[str, Any]] = []
+        resumes: list[str | None] = []  # the resume point after each of `entries`
+        before = after  # the resume point before this page
+        held: list[str | None] = []  # where the first due listing still holding later jobs is
         later_runs = weight = 0
         try:
             for entry, resume in self._query_items(query, start):
@@ -92,12 +99,19 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
                     later_runs += 1
                 else:
                     entries.append(entry)
+                    resumes.append(_resume_point(resume))
                     # A due listing's entry weighs as the jobs it names.
                     weight += keys.due_listing_size(entry["pk"]["S"], entry["sk"]["S"]) or 1
                 if weight >= self._due_page_size or resume is None:
-                    page = self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
-                    yield replace(page, resume_after=_resume_point(resume))
-                    entries, later_runs, weight = [], 0, 0
+                    page, holding = self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
+                    # A resume point never passes a due listing with jobs not due yet: the
+                    # next poll takes them up from before it, as it would their own entries.
+                    first = next((i for i, e in enumerate(entries) if _key(e) in holding), None)
+                    if first is not None and not held:
+                        held.append(resumes[first - 1] if first else before)
+                    yield replace(page, resume_after=held[0] if held else _resume_point(resume))
+                    before = _resume_point(resume)
+                    entries, resumes, later_runs, weight = [], [], 0, 0
         except ClientError as error:
             if is_contention(error):
                 raise StoreContention(str(error)) from error
@@ -105,7 +119,7 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
                 raise CursorNotValid(f"a resume point the query refused: {error}") from error
             raise
         if entries or later_runs:  # a query whose last page came back empty
-            yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)
+            yield self._due_page(bucket, until_ms, entries, later_runs, runs_until_ms)[0]
 
     def _due_page(
         self,
@@ -114,10 +128,12 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
         entries: list[dict[str, Any]],
         later_runs: int,
         runs_until_ms: int | None,
-    ) -> DueItems:
-        """The items of a page of index entries. A job's item with a firing is the job; one
-        without, that keeps a run (`Run.with_job`), is that run, counted in `later_runs` if
-        its timer is after `runs_until_ms` (its entry stays at the firing until it ends).
+    ) -> tuple[DueItems, set[tuple[str, str]]]:
+        """The items of a page of index entries, and the keys of its due listings that hold
+        jobs due after `until_ms` (`_listed_due_items`). A job's item with a firing is the
+        job; one without, that keeps a run (`Run.with_job`), is that run, counted in
+        `later_runs` if its timer is after `runs_until_ms` (its entry stays at the firing
+        until it ends).
 
         Read eventually consistent, half the read units of a strong read: an item read may be
         up to about a second old, never newer, and a poll acts on none without a write
@@ -130,16 +146,20 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
         "Poll"). The watchdog sends a last attempt's dead-letter record before its write, so
         a run that ended or beat its heart in that second can leave a record for nothing
         (`make redrive` drops it: docs/operations/redrive.md)."""
-        listings = [e for e in entries if keys.due_listing_size(e["pk"]["S"], e["sk"]["S"]) is not None]
+        listing = [keys.due_listing_size(e["pk"]["S"], e["sk"]["S"]) is not None for e in entries]
+        listings = [e for e, is_listing in zip(entries, listing, strict=True) if is_listing]
+        own = [e for e, is_listing in zip(entries, listing, strict=True) if not is_listing]
+        holding: set[tuple[str, str]] = set()
         items = [
             item
-            for item in self._items_of([e for e in entries if e not in listings], consistent=False)
+            for item in self._items_of(own, consistent=False)
             if item is not None
             and item.get("due_pk", {}).get("S") == bucket
             and int(item["due_sk"]["N"]) <= until_ms
         ]
         if listings:  # the jobs due listings hold here (none of them has an entry of its own)
-            items += self._listed_due_items(bucket, until_ms, listings)
+            listed, holding = self._listed_due_items(bucket, until_ms, listings)
+            items += listed
         jobs: list[Job] = []
         runs: list[Run] = []
         for item in items:
@@ -164,7 +184,10 @@ class DueIndexTable(TransactionalWrites, DueListingsTable):
                     "due item unreadable; skipped",
                     extra={"pk": item["pk"]["S"], "sk": item["sk"]["S"], "error": str(error)},
                 )
-        return DueItems(jobs, runs, later_runs)
+        # The latest timer of the page's index entries: a job a due listing led to may fire
+        # later, its listing's entry being at the listing's first firing.
+        read_to = max((int(e["due_sk"]["N"]) for e in entries), default=None)
+        return DueItems(jobs, runs, later_runs, read_to_ms=read_to), holding
 
     def claim_if_unchanged(
         self, job: Job, run: Run, next_fire_at: datetime | None, now: datetime, catch_up: bool = False

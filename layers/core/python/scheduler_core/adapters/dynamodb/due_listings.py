@@ -46,10 +46,11 @@ class DueListingsTable(TableAdapter):
 
     def _listed_due_items(
         self, bucket: str, until_ms: int, listings: Sequence[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
         """The items of the jobs the due listings of `listings` (their index entries) name that
         wait in `bucket` at or before `until_ms` through them (`_listed_position`), read as the
-        poll reads its entries' items (eventually consistent). A listing none of whose jobs
+        poll reads its entries' items (eventually consistent), each once; and the keys of the
+        listings holding some due after `until_ms`. A listing none of whose jobs
         waits through it any more (each has ended, or has an entry of its own) is deleted, so
         that the polls re-reading its bucket do not read them all again; one naming a job not
         found (not written yet, or never: a batch that failed part-way) is kept."""
@@ -67,7 +68,8 @@ class DueListingsTable(TableAdapter):
         items = dict(
             zip([key["pk"]["S"] for key in keys_of], self._items_of(keys_of, consistent=False), strict=True)
         )
-        found = []
+        found: dict[str, dict[str, Any]] = {}
+        holding: set[tuple[str, str]] = set()
         for (pk, sk), job_ids in named.items():
             waiting = False
             for job_id in job_ids:
@@ -75,11 +77,15 @@ class DueListingsTable(TableAdapter):
                 position = None if item is None else _listed_position(item)
                 waiting = waiting or item is None or position is not None
                 # In the listing's bucket, as it put it there: a firing since moved has an entry.
-                if item is not None and position is not None and position <= until_ms:
-                    found += [item] if keys.due_pk(position, shard) == bucket else []
+                if item is None or position is None or keys.due_pk(position, shard) != bucket:
+                    continue
+                if position <= until_ms:
+                    found[job_id] = item  # once, should two listings name it (a batch sent again)
+                else:
+                    holding.add((pk, sk))
             if not waiting:
                 self._delete_listing_if_done(pk, sk)
-        return found
+        return list(found.values()), holding
 
     def _delete_listing_if_done(self, pk: str, sk: str) -> None:
         """A listing whose jobs no longer wait through it, deleted (its jobs read as ended or
