@@ -102,6 +102,7 @@ def test_poller_claims_on_the_table_and_reads_only_the_due_index(synthesis: Synt
         "dynamodb:BatchGetItem": {table},
         "dynamodb:PutItem": {table},
         "dynamodb:UpdateItem": {table},
+        "dynamodb:DeleteItem": {table},  # a due listing none of whose jobs waits any more
         "dynamodb:Query": {due},
     }
 
@@ -367,6 +368,7 @@ def test_with_narrowed_targets_each_function_has_exactly_the_grants_it_needs(nar
         "dynamodb:BatchGetItem": {jobs},
         "dynamodb:PutItem": {jobs},
         "dynamodb:UpdateItem": {jobs},
+        "dynamodb:DeleteItem": {jobs},
         "dynamodb:Query": {due},
         "sqs:SendMessage": queues | {dead_letters},
     }

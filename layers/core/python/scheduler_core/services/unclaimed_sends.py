@@ -32,10 +32,10 @@ from enum import Enum
 
 from scheduler_core.domain.clock import from_ms, to_ms
 from scheduler_core.domain.entities import Job, Run
-from scheduler_core.domain.job_firings import following_firing
+from scheduler_core.domain.job_firings import waits_for_its_last_firing
 from scheduler_core.domain.messages import RunMessage
 from scheduler_core.domain.schedule import jittered
-from scheduler_core.domain.vocabulary import JobKind, JobStatus, Priority, RunStatus, Trigger
+from scheduler_core.domain.vocabulary import Priority, RunStatus, Trigger
 
 # How far before its horizon a poll stops sending unclaimed firings: more than the due
 # index's lag behind a create, and the clocks' skew between the api and the poller.
@@ -67,10 +67,8 @@ def one_off_firing(job: Job) -> bool:
     """Whether the job's next firing is a one-off's: its last (none after it), not jittered."""
     fire_at = job.next_fire_at
     return (
-        job.kind is JobKind.JOB
-        and job.status is JobStatus.SCHEDULED
+        waits_for_its_last_firing(job)
         and fire_at is not None
-        and following_firing(job, fire_at) is None
         and jittered(job.fires_by, job.job_id, fire_at, None) == fire_at
     )
 
