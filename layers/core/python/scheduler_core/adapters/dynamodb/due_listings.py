@@ -50,10 +50,10 @@ class DueListingsTable(TableAdapter):
         """The items of the jobs the due listings of `listings` (their index entries) name that
         wait in `bucket` at or before `until_ms` through them (`_listed_position`), read as the
         poll reads its entries' items (eventually consistent), each once; and the keys of the
-        listings holding some due after `until_ms`. A listing none of whose jobs
-        waits through it any more (each has ended, or has an entry of its own) is deleted, so
-        that the polls re-reading its bucket do not read them all again; one naming a job not
-        found (not written yet, or never: a batch that failed part-way) is kept."""
+        listings holding some due after `until_ms`. A listing none of whose jobs waits through
+        it any more (each has ended, is paused or has an entry of its own) is deleted, so that
+        the polls re-reading its bucket do not read them all again; one naming a job not found
+        (not written yet, or never: a batch that failed part-way) is kept."""
         shard = int(bucket.rsplit("#", 1)[1])
         named = {
             (listing["pk"]["S"], listing["sk"]["S"]): sorted(listing.get("job_ids", {}).get("SS", []))
